@@ -1,0 +1,3 @@
+"""nmt: RNN sequence-to-sequence translation with Luong attention."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,167 @@
+"""Typed configuration schema, mirrored by the YAML tree under ``configs/``.
+
+The dataclasses are registered with Hydra's ConfigStore so that a misspelled key or a
+value of the wrong type is rejected when the config is composed; ``validate`` then checks
+the choices and ranges that a type cannot express.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot work; the message names the key."""
+
+
+@dataclass
+class DataConfig:
+    source: str = "hsk"  # hsk | files | hub
+    src_lang: str = "zh"
+    tgt_lang: str = "en"
+    dir: Optional[str] = None  # files: folder with {train,dev,test}.{src_lang,tgt_lang}
+    name: Optional[str] = None  # hub: dataset name, or a local path saved with save_to_disk
+    config: Optional[str] = None  # hub: dataset config, e.g. "zh-en"
+    splits: dict[str, str] = field(
+        default_factory=lambda: {"train": "train", "dev": "validation", "test": "test"}
+    )  # hub: our split name -> the dataset's split name
+    dev_size: int = 250  # hsk: held-out pairs per split (seeded)
+    test_size: int = 250
+    seed: int = 1234
+    max_chars: int = 400  # cleaning: drop pairs with a side longer than this (characters)
+    max_tokens: int = 50  # training: drop train pairs with a side longer than this (pieces)
+    opencc: Optional[str] = None  # e.g. "t2s": traditional -> simplified for the Chinese side
+
+
+@dataclass
+class TokenizerConfig:
+    model_type: str = "unigram"  # unigram | bpe | char | word
+    joint: bool = False  # one vocabulary for both sides
+    src_vocab_size: int = 4000
+    tgt_vocab_size: int = 4000
+    character_coverage: float = 0.9995
+    input_sentence_size: int = 2_000_000  # sample at most this many sentences to train on
+    cache_dir: Optional[str] = None  # trained models are cached here; None = $NMT_CACHE or ~/.cache/nmt
+
+
+@dataclass
+class AttentionConfig:
+    score: str = "general"  # dot | general | concat
+    mode: str = "global"  # global | local_m | local_p
+    window: int = 10  # D: half-width of the local window, in source positions
+
+
+@dataclass
+class ModelConfig:
+    rnn_type: str = "lstm"  # lstm | gru
+    emb_size: int = 256
+    hidden_size: int = 256  # decoder size; also the encoder output size
+    encoder_layers: int = 2
+    decoder_layers: int = 2
+    bidirectional: bool = True  # encoder: hidden_size // 2 units per direction
+    dropout: float = 0.2
+    input_feeding: bool = True
+    attention: AttentionConfig = field(default_factory=AttentionConfig)
+
+
+@dataclass
+class TrainerConfig:
+    device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
+    precision: str = "auto"  # auto (bf16 on CUDA, else fp32) | fp32 | bf16 | fp16
+    seed: int = 42
+    threads: int = 0  # CPU threads; 0 = one per core
+    batch_tokens: int = 1200  # token budget per batch (max of source and target pieces)
+    lr: float = 1e-3
+    clip_norm: float = 5.0
+    label_smoothing: float = 0.0
+    max_steps: int = 0  # 0 = no step limit
+    max_epochs: int = 0  # 0 = no epoch limit
+    max_minutes: float = 0.0  # wall-clock budget for training; 0 = none
+    log_every: int = 50
+    valid_every: int = 500  # steps between validations (and at the end)
+    valid_beam: int = 1
+    valid_max_sentences: int = 0  # 0 = whole dev split
+    test_beam: int = 5  # beam for the test split evaluated after training; 0 = skip
+
+
+@dataclass
+class TrainConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+
+SCORES = ("dot", "general", "concat")
+MODES = ("global", "local_m", "local_p")
+
+
+def register() -> None:
+    """Store the schema so ``configs/train.yaml`` can extend it."""
+    ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+
+
+def check_choice(key: str, value: Any, choices: tuple) -> None:
+    if value not in choices:
+        raise ConfigError(f"{key}={value!r} is not valid; choose one of {', '.join(choices)}")
+
+
+def check_positive(key: str, value: float, allow_zero: bool = False) -> None:
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"{key}={value!r} must be {'>= 0' if allow_zero else '> 0'}")
+
+
+def validate(cfg: DictConfig | TrainConfig) -> None:
+    """Reject values that would fail later: run before any data is loaded."""
+    d, t, m, tr = cfg.data, cfg.tokenizer, cfg.model, cfg.trainer
+    check_choice("data.source", d.source, ("hsk", "files", "hub"))
+    if d.source == "files" and not d.dir:
+        raise ConfigError("data.source=files needs data.dir=/path/to/folder")
+    if d.source == "hub" and not d.name:
+        raise ConfigError("data.source=hub needs data.name (a hub dataset or a local path)")
+    if d.opencc is not None:
+        check_choice("data.opencc", d.opencc, ("t2s", "tw2s", "hk2s", "s2t"))
+    for key in ("dev_size", "test_size", "max_chars", "max_tokens"):
+        check_positive(f"data.{key}", getattr(d, key), allow_zero=key.endswith("size"))
+    check_choice("tokenizer.model_type", t.model_type, ("unigram", "bpe", "char", "word"))
+    check_positive("tokenizer.src_vocab_size", t.src_vocab_size)
+    check_positive("tokenizer.tgt_vocab_size", t.tgt_vocab_size)
+    check_choice("model.rnn_type", m.rnn_type, ("lstm", "gru"))
+    for key in ("emb_size", "hidden_size", "encoder_layers", "decoder_layers"):
+        check_positive(f"model.{key}", getattr(m, key))
+    if m.bidirectional and m.hidden_size % 2:
+        raise ConfigError(
+            f"model.hidden_size={m.hidden_size} must be even with model.bidirectional=true "
+            "(each direction gets half)"
+        )
+    if not 0 <= m.dropout < 1:
+        raise ConfigError(f"model.dropout={m.dropout} must be in [0, 1)")
+    check_choice("model.attention.score", m.attention.score, SCORES)
+    check_choice("model.attention.mode", m.attention.mode, MODES)
+    if m.attention.mode != "global":
+        check_positive("model.attention.window", m.attention.window)
+    check_choice("trainer.precision", tr.precision, ("auto", "fp32", "bf16", "fp16"))
+    dev = str(tr.device)
+    if dev not in ("auto", "cpu", "cuda", "mps") and not dev.startswith("cuda:"):
+        raise ConfigError(f"trainer.device={dev!r} is not valid; choose auto, cpu, cuda, cuda:N or mps")
+    for key in ("batch_tokens", "lr", "log_every", "valid_every", "valid_beam"):
+        check_positive(f"trainer.{key}", getattr(tr, key))
+    for key in ("max_steps", "max_epochs", "max_minutes", "clip_norm", "test_beam", "threads"):
+        check_positive(f"trainer.{key}", getattr(tr, key), allow_zero=True)
+    if not 0 <= tr.label_smoothing < 1:
+        raise ConfigError(f"trainer.label_smoothing={tr.label_smoothing} must be in [0, 1)")
+
+
+def to_dict(cfg: DictConfig) -> dict:
+    """A plain, resolved dict: what checkpoints store."""
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+def from_dict(d: dict) -> DictConfig:
+    """Rebuild a typed config from a checkpoint's dict, tolerating keys added later."""
+    base = OmegaConf.structured(TrainConfig)
+    return OmegaConf.merge(base, d)

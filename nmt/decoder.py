@@ -1,0 +1,153 @@
+"""Luong decoder: stacked RNN, attention, attentional state h̃_t = tanh(W_c [c_t; h_t]).
+
+With input feeding (the paper's default) h̃_{t-1} joins the input at step t, so the decoder
+runs step by step. Without it the RNN runs over the whole target in one call and attention is
+one batched matmul: the fast path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import torch
+from torch import nn
+
+from nmt.attention import LuongAttention
+from nmt.encoder import RNNS
+from nmt.tokenizer import PAD
+
+State = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]  # (layers, batch, hidden) [h, c]
+
+
+@dataclass
+class Source:
+    """Everything the decoder needs from the encoder, computed once per batch."""
+
+    memory: torch.Tensor  # (batch, src_len, hidden) h̄_s
+    keys: torch.Tensor  # (batch, src_len, hidden) step-independent half of the score
+    mask: torch.Tensor  # (batch, src_len) bool, True at real tokens
+    lens: torch.Tensor  # (batch,) float source lengths
+
+    def select(self, index: torch.Tensor) -> "Source":
+        """Rows ``index`` (e.g. repeated for a beam, or the sentences still decoding)."""
+        return Source(*(t.index_select(0, index) for t in (self.memory, self.keys, self.mask, self.lens)))
+
+
+def select_state(state: State, index: torch.Tensor) -> State:
+    if isinstance(state, tuple):
+        return tuple(s.index_select(1, index) for s in state)  # type: ignore[return-value]
+    return state.index_select(1, index)
+
+
+class Decoder(nn.Module):
+    def __init__(
+        self, vocab: int, emb: int, hidden: int, layers: int, rnn_type: str, dropout: float,
+        input_feeding: bool, attention: LuongAttention,
+    ):
+        super().__init__()
+        self.hidden, self.input_feeding = hidden, input_feeding
+        self.embed = nn.Embedding(vocab, emb, padding_idx=PAD)
+        self.rnn = RNNS[rnn_type](
+            emb + (hidden if input_feeding else 0), hidden, layers, batch_first=True,
+            dropout=dropout if layers > 1 else 0.0,
+        )
+        self.attention = attention
+        self.W_c = nn.Linear(2 * hidden, hidden, bias=False)
+        self.dropout = nn.Dropout(dropout)
+        self.rnn_dropout = nn.Dropout(dropout if layers > 1 else 0.0)  # between stacked layers
+        self.out = nn.Linear(hidden, vocab)  # W_s
+
+    def forward(
+        self, tgt_in: torch.Tensor, state: State, src: Source, keep_attention: bool = False
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Teacher-forced pass over a whole target.
+
+        Args:
+            tgt_in: (batch, tgt_len) BOS y_1 .. y_{n}.
+        Returns:
+            h̃ for every step (batch, tgt_len, hidden) and, if asked, the attention
+            weights (batch, tgt_len, src_len).
+        """
+        emb = self.dropout(self.embed(tgt_in))  # (batch, tgt_len, emb)
+        T = tgt_in.size(1)
+        positions = torch.arange(T, device=tgt_in.device, dtype=torch.float)  # (tgt_len,)
+        if not self.input_feeding:
+            h, _ = self.rnn(emb, state)  # (batch, tgt_len, hidden)
+            att, a, _ = self._attend(h, src, positions)
+            return att, (a if keep_attention else None)
+        w = self._weights()
+        x = self._project_inputs(emb, w)  # (batch, tgt_len, gates)
+        feed = emb.new_zeros(emb.size(0), 1, self.hidden)  # h̃_0
+        outs, weights = [], []
+        for t in range(T):
+            feed, state, a, _ = self._step(x[:, t], feed, state, src, positions[t : t + 1], w)
+            outs.append(feed)
+            if keep_attention:
+                weights.append(a)
+        return torch.cat(outs, 1), (torch.cat(weights, 1) if keep_attention else None)
+
+    def step(
+        self, y_prev: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, State, torch.Tensor, Optional[torch.Tensor]]:
+        """One decoding step for search.
+
+        Args:
+            y_prev: (batch,) previous tokens; feed: (batch, 1, hidden) h̃_{t-1};
+            position: (1,) float step index t.
+        Returns:
+            log-probabilities (batch, vocab), h̃_t (batch, 1, hidden), the new state,
+            weights (batch, 1, src_len) and p_t (batch, 1) or None.
+        """
+        w = self._weights()
+        x = self._project_inputs(self.dropout(self.embed(y_prev)), w)  # (batch, gates)
+        feed, state, a, p = self._step(x, feed, state, src, position, w)
+        logp = torch.log_softmax(self.out(feed).squeeze(1).float(), dim=-1)  # (batch, vocab)
+        return logp, feed, state, a, p
+
+    # The input-feeding RNN runs one step at a time. For an LSTM the cell is written out with
+    # the nn.LSTM's own parameters: the embedding half of layer 0's input projection is then
+    # one matmul over all steps, and each layer's step is one matmul over [input; h].
+    def _weights(self) -> Optional[list[tuple[torch.Tensor, Optional[torch.Tensor]]]]:
+        if not self.input_feeding or self.rnn.mode != "LSTM":
+            return None
+        r, E = self.rnn, self.embed.embedding_dim
+        w = [(torch.cat([r.weight_ih_l0[:, E:], r.weight_hh_l0], 1), None)]  # (4H, 2H): [feed; h]
+        for l in range(1, r.num_layers):
+            W = torch.cat([getattr(r, f"weight_ih_l{l}"), getattr(r, f"weight_hh_l{l}")], 1)  # (4H, 2H)
+            w.append((W, getattr(r, f"bias_ih_l{l}") + getattr(r, f"bias_hh_l{l}")))
+        return w
+
+    def _project_inputs(self, emb: torch.Tensor, w) -> torch.Tensor:
+        """Layer 0's input projection of the embeddings (LSTM); the embeddings themselves otherwise."""
+        if w is None:
+            return emb
+        r, E = self.rnn, emb.size(-1)
+        return nn.functional.linear(emb, r.weight_ih_l0[:, :E], r.bias_ih_l0 + r.bias_hh_l0)  # (..., 4H)
+
+    def _step(self, x: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor, w):
+        """x: (batch, 4H) projected embedding (LSTM) or (batch, emb) embedding (GRU)."""
+        if w is None:
+            h, state = self.rnn(torch.cat([x.unsqueeze(1), feed], -1), state)  # (batch, 1, hidden)
+        else:
+            h0, c0 = state  # (layers, batch, hidden)
+            hs, cs = [], []
+            inp = feed.squeeze(1)  # (batch, hidden)
+            for l, (W, b) in enumerate(w):
+                gates = torch.cat([inp, h0[l]], -1) @ W.t()  # (batch, 4H)
+                gates = gates + (x if l == 0 else b)
+                i, f, g, o = gates.chunk(4, -1)
+                c = torch.sigmoid(f) * c0[l] + torch.sigmoid(i) * torch.tanh(g)
+                hl = torch.sigmoid(o) * torch.tanh(c)
+                hs.append(hl)
+                cs.append(c)
+                inp = self.rnn_dropout(hl) if l + 1 < len(w) else hl
+            state = (torch.stack(hs), torch.stack(cs))
+            h = inp.unsqueeze(1)  # (batch, 1, hidden)
+        att, a, p = self._attend(h, src, position)
+        return att, state, a, p
+
+    def _attend(self, h: torch.Tensor, src: Source, positions: torch.Tensor):
+        c, a, p = self.attention(h, src.keys, src.memory, src.mask, src.lens, positions)
+        att = self.dropout(torch.tanh(self.W_c(torch.cat([c, h], -1))))  # (batch, T, hidden) h̃_t
+        return att, a, p

@@ -1,0 +1,54 @@
+"""RNN encoder: embeddings -> (bi)LSTM/GRU over packed sequences -> memory and final state."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from nmt.tokenizer import PAD
+
+RNNS = {"lstm": nn.LSTM, "gru": nn.GRU}
+
+
+class Encoder(nn.Module):
+    """Stacked (bi)directional RNN; a bidirectional encoder gives each direction half of ``hidden``."""
+
+    def __init__(
+        self, vocab: int, emb: int, hidden: int, layers: int, bidirectional: bool, rnn_type: str, dropout: float
+    ):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, emb, padding_idx=PAD)
+        self.dropout = nn.Dropout(dropout)
+        self.dirs = 2 if bidirectional else 1
+        self.layers = layers
+        self.rnn = RNNS[rnn_type](
+            emb, hidden // self.dirs, layers, batch_first=True, bidirectional=bidirectional,
+            dropout=dropout if layers > 1 else 0.0,
+        )
+        self.output_size = hidden
+
+    def forward(self, src: torch.Tensor, host_lens: torch.Tensor) -> tuple[torch.Tensor, object]:
+        """Encode a padded batch.
+
+        Args:
+            src: (batch, src_len) token ids.
+            host_lens: (batch,) lengths, on the CPU (packing needs them there).
+        Returns:
+            memory: (batch, src_len, hidden), zeros at padding.
+            final: the last state of every layer with directions concatenated,
+                (layers, batch, hidden) for a GRU, a pair of them for an LSTM.
+        """
+        x = self.dropout(self.embed(src))  # (batch, src_len, emb)
+        packed = pack_padded_sequence(x, host_lens, batch_first=True, enforce_sorted=False)
+        out, final = self.rnn(packed)
+        memory, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
+        if isinstance(final, tuple):
+            return memory, tuple(self._merge(s) for s in final)
+        return memory, self._merge(final)
+
+    def _merge(self, s: torch.Tensor) -> torch.Tensor:
+        # (layers * dirs, batch, hidden/dirs) -> (layers, batch, hidden)
+        layers_dirs, batch, h = s.shape
+        s = s.view(self.layers, self.dirs, batch, h)
+        return torch.cat([s[:, d] for d in range(self.dirs)], dim=-1)

@@ -1,0 +1,74 @@
+"""The sequence-to-sequence model: encode, decode, logits; ``build_model`` wires it from config."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import nn
+
+from nmt.attention import LuongAttention
+from nmt.config import ConfigError, ModelConfig
+from nmt.decoder import Decoder, Source, State
+from nmt.encoder import Encoder
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, encoder: Encoder, decoder: Decoder):
+        super().__init__()
+        self.encoder, self.decoder = encoder, decoder
+
+    def encode(self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: torch.Tensor) -> tuple[Source, State]:
+        """Source states, attention keys and mask (once per batch), and the decoder's first state.
+
+        src: (batch, src_len); src_lens: (batch,) on the model's device; host_lens: the same on CPU.
+        """
+        memory, final = self.encoder(src, host_lens)  # (batch, src_len, hidden)
+        mask = torch.arange(src.size(1), device=src.device).unsqueeze(0) < src_lens.unsqueeze(1)
+        source = Source(memory, self.decoder.attention.keys(memory), mask, src_lens.float())
+        return source, self._bridge(final)
+
+    def _bridge(self, final: State) -> State:
+        """Encoder final states -> decoder initial states (layer by layer, or the top layer repeated)."""
+        layers = self.decoder.rnn.num_layers
+
+        def fit(s: torch.Tensor) -> torch.Tensor:  # (enc_layers, batch, hidden) -> (layers, batch, hidden)
+            if s.size(0) == layers:
+                return s.contiguous()
+            return s[-1:].expand(layers, -1, -1).contiguous()
+
+        if isinstance(final, tuple):
+            if self.decoder.rnn.mode == "LSTM":
+                return tuple(fit(s) for s in final)  # type: ignore[return-value]
+            return fit(final[0])
+        if self.decoder.rnn.mode == "LSTM":
+            h = fit(final)
+            return (h, torch.zeros_like(h))
+        return fit(final)
+
+    def forward(
+        self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: torch.Tensor, tgt_in: torch.Tensor,
+        keep_attention: bool = False,
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Teacher-forced logits (batch, tgt_len, vocab) and, if asked, attention weights."""
+        source, state = self.encode(src, src_lens, host_lens)
+        att, weights = self.decoder(tgt_in, state, source, keep_attention)  # (batch, tgt_len, hidden)
+        return self.decoder.out(att), weights
+
+
+def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
+    """Plain wiring from the config; parameters start uniform in ±0.1 as in the paper."""
+    if cfg.bidirectional and cfg.hidden_size % 2:
+        raise ConfigError(f"model.hidden_size={cfg.hidden_size} must be even for a bidirectional encoder")
+    attention = LuongAttention(cfg.attention.score, cfg.attention.mode, cfg.hidden_size, cfg.attention.window)
+    encoder = Encoder(
+        src_vocab, cfg.emb_size, cfg.hidden_size, cfg.encoder_layers, cfg.bidirectional, cfg.rnn_type, cfg.dropout
+    )
+    decoder = Decoder(
+        tgt_vocab, cfg.emb_size, cfg.hidden_size, cfg.decoder_layers, cfg.rnn_type, cfg.dropout,
+        cfg.input_feeding, attention,
+    )
+    model = Seq2Seq(encoder, decoder)
+    for p in model.parameters():
+        nn.init.uniform_(p, -0.1, 0.1)
+    return model

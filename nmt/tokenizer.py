@@ -1,0 +1,146 @@
+"""Sentencepiece models trained on the train split, cached by content hash.
+
+The model bytes travel in every checkpoint, so a checkpoint alone can translate.
+Special ids are fixed for both sides: pad 0, unk 1, bos 2, eos 3.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import random
+from pathlib import Path
+from typing import Optional, Sequence
+
+import sentencepiece as spm
+
+from nmt.config import TokenizerConfig
+from nmt.data import cache_root
+
+log = logging.getLogger(__name__)
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+
+class Tokenizer:
+    """Source and target sentencepiece processors (the same one for a joint vocabulary)."""
+
+    def __init__(self, src_model: bytes, tgt_model: bytes):
+        self.src_model, self.tgt_model = src_model, tgt_model
+        self.src = spm.SentencePieceProcessor(model_proto=src_model)
+        self.tgt = self.src if tgt_model == src_model else spm.SentencePieceProcessor(model_proto=tgt_model)
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self.src.get_piece_size()
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self.tgt.get_piece_size()
+
+    def encode_src(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.src.encode(list(texts))
+
+    def encode_tgt(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.tgt.encode(list(texts))
+
+    def src_pieces(self, text: str) -> list[str]:
+        return self.src.encode(text, out_type=str)
+
+    def tgt_pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.tgt.id_to_piece(i) for i in ids]
+
+    def decode_tgt(self, ids: Sequence[int]) -> str:
+        """Detokenized text; stops at the first EOS and drops special ids."""
+        out = []
+        for i in ids:
+            if i == EOS:
+                break
+            if i > EOS:
+                out.append(int(i))
+        return self.tgt.decode(out)
+
+    def to_state(self) -> dict:
+        return {"src_model": self.src_model, "tgt_model": self.tgt_model}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Tokenizer":
+        return cls(state["src_model"], state["tgt_model"])
+
+    def save(self, folder: Path) -> None:
+        """Write the model files into a run directory (for inspection and reuse)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        if self.src_model == self.tgt_model:
+            (folder / "spm.joint.model").write_bytes(self.src_model)
+        else:
+            (folder / "spm.src.model").write_bytes(self.src_model)
+            (folder / "spm.tgt.model").write_bytes(self.tgt_model)
+
+
+def _train_spm(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, seed: int) -> bytes:
+    if len(texts) > cfg.input_sentence_size:
+        texts = random.Random(seed).sample(list(texts), cfg.input_sentence_size)
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts),
+        model_writer=buf,
+        vocab_size=vocab_size,
+        model_type=cfg.model_type,
+        character_coverage=cfg.character_coverage,
+        hard_vocab_limit=False,
+        pad_id=PAD,
+        unk_id=UNK,
+        bos_id=BOS,
+        eos_id=EOS,
+        num_threads=os.cpu_count() or 1,
+        minloglevel=2,
+    )
+    return buf.getvalue()
+
+
+def _cached(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, cache: Path, seed: int) -> bytes:
+    """Train once per (texts, settings); later runs read the cached model."""
+    h = hashlib.sha256()
+    settings = {
+        "vocab_size": vocab_size,
+        "model_type": cfg.model_type,
+        "character_coverage": cfg.character_coverage,
+        "input_sentence_size": cfg.input_sentence_size,
+        "seed": seed,
+        "version": spm.__version__,
+    }
+    h.update(json.dumps(settings, sort_keys=True).encode())
+    for t in texts:
+        h.update(t.encode("utf-8"))
+        h.update(b"\n")
+    path = cache / f"{h.hexdigest()[:24]}.model"
+    if path.exists():
+        log.info("sentencepiece: reusing cached %s", path)
+        return path.read_bytes()
+    log.info("sentencepiece: training on %d sentences (vocab %d, %s)", len(texts), vocab_size, cfg.model_type)
+    model = _train_spm(texts, vocab_size, cfg, seed)
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_bytes(model)
+    os.replace(tmp, path)
+    return model
+
+
+def load_or_train(
+    cfg: TokenizerConfig, src_texts: Sequence[str], tgt_texts: Sequence[str], seed: int = 0
+) -> Tokenizer:
+    """Separate or joint sentencepiece models for a training split."""
+    cache = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else cache_root() / "spm"
+    if cfg.joint:
+        model = _cached(list(src_texts) + list(tgt_texts), cfg.src_vocab_size, cfg, cache, seed)
+        return Tokenizer(model, model)
+    src = _cached(src_texts, cfg.src_vocab_size, cfg, cache, seed)
+    tgt = _cached(tgt_texts, cfg.tgt_vocab_size, cfg, cache, seed)
+    return Tokenizer(src, tgt)
+
+
+def load_model_file(path: Optional[str]) -> bytes:
+    return Path(str(path)).read_bytes()
