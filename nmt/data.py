@@ -91,6 +91,8 @@ def read_lines(path: Path) -> list[str]:
         raw = path.read_bytes()
     except OSError as e:
         raise DataError(f"cannot read {path}: {e.strerror}") from None
+    if raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark is not text
+        raw = raw[3:]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

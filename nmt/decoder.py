@@ -128,7 +128,8 @@ class Decoder(nn.Module):
     def _step(self, x: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor, w):
         """x: (batch, 4H) projected embedding (LSTM) or (batch, emb) embedding (GRU)."""
         if w is None:
-            h, state = self.rnn(torch.cat([x.unsqueeze(1), feed], -1), state)  # (batch, 1, hidden)
+            x = torch.cat([x.unsqueeze(1), feed], -1) if self.input_feeding else x.unsqueeze(1)
+            h, state = self.rnn(x, state)  # (batch, 1, hidden)
         else:
             h0, c0 = state  # (layers, batch, hidden)
             hs, cs = [], []

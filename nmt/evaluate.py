@@ -56,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    if args.beam < 1:
+        p.error(f"--beam must be >= 1, got {args.beam}")
     if bool(args.src) == bool(args.split):
         p.error("give either --src FILE --ref FILE or --split NAME")
     if args.src and not args.ref:

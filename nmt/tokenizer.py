@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 import sentencepiece as spm
 
-from nmt.config import TokenizerConfig
+from nmt.config import ConfigError, TokenizerConfig
 from nmt.data import cache_root
 
 log = logging.getLogger(__name__)
@@ -84,20 +84,24 @@ def _train_spm(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, seed
     if len(texts) > cfg.input_sentence_size:
         texts = random.Random(seed).sample(list(texts), cfg.input_sentence_size)
     buf = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(texts),
-        model_writer=buf,
-        vocab_size=vocab_size,
-        model_type=cfg.model_type,
-        character_coverage=cfg.character_coverage,
-        hard_vocab_limit=False,
-        pad_id=PAD,
-        unk_id=UNK,
-        bos_id=BOS,
-        eos_id=EOS,
-        num_threads=os.cpu_count() or 1,
-        minloglevel=2,
-    )
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(texts),
+            model_writer=buf,
+            vocab_size=vocab_size,
+            model_type=cfg.model_type,
+            character_coverage=cfg.character_coverage,
+            hard_vocab_limit=False,
+            pad_id=PAD,
+            unk_id=UNK,
+            bos_id=BOS,
+            eos_id=EOS,
+            num_threads=os.cpu_count() or 1,
+            minloglevel=2,
+        )
+    except RuntimeError as e:
+        detail = str(e).strip().splitlines()[0].split("] ")[-1]
+        raise ConfigError(f"sentencepiece cannot train with vocab_size={vocab_size}: {detail}") from None
     return buf.getvalue()
 
 

@@ -20,7 +20,8 @@ import hydra
 import torch
 import torch.nn.functional as F
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 from torch.utils.tensorboard import SummaryWriter
 
 from nmt import __version__, checkpoint
@@ -128,6 +129,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
     tok.save(run_dir)
     log.info("vocabulary: %d source / %d target pieces", tok.src_vocab_size, tok.tgt_vocab_size)
     train_src, train_tgt = encode_train(tok, src_text, tgt_text, cfg.data.max_tokens)
+    if not train_src:
+        raise DataError(f"no training pairs left: all {len(src_text)} have a side over data.max_tokens={cfg.data.max_tokens} pieces")
     dev = corpus["dev"]
     if tr.valid_max_sentences:
         dev = dev.select(range(min(tr.valid_max_sentences, len(dev))))
@@ -233,7 +236,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
     except KeyboardInterrupt:
         log.warning("interrupted at step %d: saving checkpoints/last.pt", step)
         checkpoint.save(state(step, epoch, best_bleu), ckpt_dir / "last.pt")
-        raise
+        writer.close()
+        raise SystemExit(130) from None
     train_seconds = budget.elapsed()
     if not history or history[-1]["step"] != step:
         validate_now()
@@ -269,7 +273,7 @@ def main(cfg: DictConfig) -> Optional[float]:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         metrics = train(cfg, run_dir)
-    except (ConfigError, DataError, CheckpointError) as e:
+    except (ConfigError, DataError, CheckpointError, OmegaConfBaseException) as e:
         log.error("%s", e)
         print(f"nmt.train: error: {e}", file=sys.stderr)
         sys.exit(1)
