@@ -1,0 +1,164 @@
+"""Shared fixtures: one sentencepiece cache per session, tiny models, and one trained run.
+
+Everything here is CPU-only, seeded and offline. ``trained_run`` trains a real (tiny) model
+once with the real CLI; the CLI tests share it. The in-process ``hsk_tokenizer`` uses the same
+data and tokenizer settings as that run, so sentencepiece trains once per session.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Optional
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+REPO = Path(__file__).resolve().parents[1]
+
+# One data/tokenizer setup for the whole session (CLI run and in-process tests alike).
+HSK_DEV, HSK_TEST = 100, 100
+SRC_VOCAB, TGT_VOCAB = 2000, 500  # the Chinese side needs ~1,750 pieces just for its characters
+TRAIN_SEED = 42  # trainer.seed default: the tokenizer cache key includes it
+
+TRAIN_OVERRIDES = [
+    "+experiment=zh_en_local_p",
+    "model.emb_size=32",
+    "model.hidden_size=32",
+    "model.encoder_layers=1",
+    "model.decoder_layers=1",
+    f"tokenizer.src_vocab_size={SRC_VOCAB}",
+    f"tokenizer.tgt_vocab_size={TGT_VOCAB}",
+    f"data.dev_size={HSK_DEV}",
+    f"data.test_size={HSK_TEST}",
+    "trainer.device=cpu",
+    "trainer.max_steps=30",
+    "trainer.valid_every=15",
+    "trainer.log_every=10",
+    "trainer.max_minutes=0",
+    "trainer.test_beam=2",
+]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nmt_cache(tmp_path_factory) -> Path:
+    """$NMT_CACHE points at one session-wide temporary folder, for in-process code and subprocesses."""
+    cache = tmp_path_factory.mktemp("nmt_cache")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NMT_CACHE", str(cache))
+    yield cache
+    mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    """Every test starts from the same torch RNG state."""
+    torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def cli_env(nmt_cache) -> dict:
+    env = dict(os.environ, NMT_CACHE=str(nmt_cache), CUDA_VISIBLE_DEVICES="", PYTHONHASHSEED="0")
+    env.pop("HYDRA_FULL_ERROR", None)
+    return env
+
+
+@pytest.fixture(scope="session")
+def run_cli(cli_env) -> Callable[..., subprocess.CompletedProcess]:
+    """``run_cli("nmt.translate", arg, ..., input=str)``: run a module as a subprocess, capture text."""
+
+    def run(module: str, *args: str, input: Optional[str] = None, cwd: Optional[Path] = None,
+            timeout: float = 240) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", module, *map(str, args)], input=input, capture_output=True, text=True,
+            cwd=str(cwd or REPO), env=cli_env, timeout=timeout,
+        )
+
+    return run
+
+
+def describe(proc: subprocess.CompletedProcess) -> str:
+    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory, run_cli) -> Path:
+    """A run directory written by ``python -m nmt.train`` (30 steps of a 32-unit local-p model)."""
+    run_dir = tmp_path_factory.mktemp("runs") / "local_p"
+    proc = run_cli("nmt.train", *TRAIN_OVERRIDES, f"hydra.run.dir={run_dir}", timeout=400)
+    assert proc.returncode == 0, describe(proc)
+    return run_dir
+
+
+# --------------------------------------------------------------------------- in-process helpers
+@pytest.fixture(scope="session")
+def hsk_cfg():
+    """The typed training config matching ``TRAIN_OVERRIDES`` (data and tokenizer parts)."""
+    from nmt.config import TrainConfig
+
+    cfg = OmegaConf.structured(TrainConfig)
+    cfg.data.dev_size, cfg.data.test_size = HSK_DEV, HSK_TEST
+    cfg.tokenizer.src_vocab_size, cfg.tokenizer.tgt_vocab_size = SRC_VOCAB, TGT_VOCAB
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def hsk_corpus(hsk_cfg):
+    from nmt.data import load_corpus
+
+    return load_corpus(hsk_cfg.data, need=("train", "dev", "test"))
+
+
+@pytest.fixture(scope="session")
+def hsk_tokenizer(hsk_cfg, hsk_corpus):
+    from nmt.tokenizer import load_or_train
+
+    train = hsk_corpus["train"]
+    return load_or_train(hsk_cfg.tokenizer, list(train["src"]), list(train["tgt"]), seed=TRAIN_SEED)
+
+
+@pytest.fixture(scope="session")
+def make_model():
+    """``make_model(**overrides)``: a seeded tiny Seq2Seq in eval mode (no dropout)."""
+    from nmt.config import ModelConfig
+    from nmt.model import build_model
+
+    def make(src_vocab: int = 23, tgt_vocab: int = 19, seed: int = 0, train: bool = False, **kw):
+        attention = {k: kw.pop(k) for k in ("score", "mode", "window") if k in kw}
+        base = dict(emb_size=16, hidden_size=16, encoder_layers=1, decoder_layers=1, dropout=0.0)
+        cfg = OmegaConf.structured(ModelConfig(**{**base, **kw}))
+        for k, v in attention.items():
+            cfg.attention[k] = v
+        torch.manual_seed(seed)
+        model = build_model(cfg, src_vocab, tgt_vocab)
+        return model.train(train)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def random_sources():
+    """``random_sources(n, lo, hi, vocab, seed)``: lists of token ids (no specials) of mixed lengths."""
+    import random
+
+    def make(n: int, lo: int, hi: int, vocab: int, seed: int = 0) -> list[list[int]]:
+        rng = random.Random(seed)
+        return [[rng.randrange(4, vocab) for _ in range(rng.randint(lo, hi))] for _ in range(n)]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def train_overrides() -> list[str]:
+    """The command-line overrides of the shared tiny run (append more to change it)."""
+    return list(TRAIN_OVERRIDES)
+
+
+@pytest.fixture(scope="session")
+def explain() -> Callable[[subprocess.CompletedProcess], str]:
+    """Formats a finished subprocess for an assertion message."""
+    return describe

@@ -1,0 +1,141 @@
+"""Luong attention: all 3 scores × 3 modes on a padded batch of mixed source lengths."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nmt.attention import LuongAttention
+
+SCORES, MODES = ("dot", "general", "concat"), ("global", "local_m", "local_p")
+B, S, T, H, D = 3, 7, 9, 8, 2
+LENS = torch.tensor([7, 3, 5])
+
+
+def inputs(seed: int = 0):
+    """query (B,T,H), memory (B,S,H) zero at padding, mask, float lengths, positions 0..T-1."""
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.arange(S).unsqueeze(0) < LENS.unsqueeze(1)
+    memory = torch.randn(B, S, H, generator=g) * mask.unsqueeze(-1)
+    query = torch.randn(B, T, H, generator=g)
+    return query, memory, mask, LENS.float(), torch.arange(T, dtype=torch.float)
+
+
+def attend(att: LuongAttention, query, memory, mask, lens, positions):
+    return att(query, att.keys(memory), memory, mask, lens, positions)
+
+
+@pytest.mark.parametrize("score,mode", list(itertools.product(SCORES, MODES)))
+def test_weights_respect_padding_window_and_mass(score, mode):
+    """Zero weight on padding; zero outside [p-D, p+D] for local modes; rows sum to 1 (global,
+    local_m) or at most 1 (local_p, Gaussian-damped); p is min(t, S-1) for local_m and in (0, S]
+    for local_p; the context is the weighted sum of the memory."""
+    torch.manual_seed(1)
+    att = LuongAttention(score, mode, H, window=D)
+    q, mem, mask, lens, pos = inputs()
+    context, w, p = attend(att, q, mem, mask, lens, pos)
+    assert context.shape == (B, T, H) and w.shape == (B, T, S)
+    assert torch.isfinite(w).all() and torch.isfinite(context).all()
+    pad = ~mask.unsqueeze(1).expand(B, T, S)
+    assert (w[pad] == 0).all()
+    assert (w >= 0).all()
+    torch.testing.assert_close(context, torch.bmm(w, mem))
+    sums = w.sum(-1)
+    if mode == "global":
+        assert p is None
+        torch.testing.assert_close(sums, torch.ones(B, T))
+        assert (w[~pad] > 0).all()
+        return
+    assert p.shape == (B, T)
+    dist = (torch.arange(S).view(1, 1, S) - p.unsqueeze(-1)).abs()
+    assert (w[dist > D] == 0).all()
+    if mode == "local_m":
+        expected = torch.minimum(pos.unsqueeze(0), (lens - 1).unsqueeze(1))
+        assert torch.equal(p, expected)
+        torch.testing.assert_close(sums, torch.ones(B, T))
+    else:
+        assert (p > 0).all() and (p <= lens.unsqueeze(1)).all()
+        assert (sums <= 1 + 1e-6).all() and (sums > 0).all()
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_local_m_with_a_wide_window_equals_global(score):
+    """A window wider than every sentence makes local-m exactly global attention."""
+    torch.manual_seed(2)
+    local = LuongAttention(score, "local_m", H, window=S + 1)
+    glob = LuongAttention(score, "global", H)
+    glob.load_state_dict(local.state_dict())
+    c1, w1, _ = attend(local, *inputs())
+    c2, w2, _ = attend(glob, *inputs())
+    torch.testing.assert_close(w1, w2, rtol=0, atol=0)
+    torch.testing.assert_close(c1, c2, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_general_with_identity_equals_dot(mode):
+    general = LuongAttention("general", mode, H, window=D)
+    dot = LuongAttention("dot", mode, H, window=D)
+    with torch.no_grad():
+        general.W_a.weight.copy_(torch.eye(H))
+    if mode == "local_p":
+        dot.load_state_dict({k: v for k, v in general.state_dict().items() if k != "W_a.weight"})
+    c1, w1, p1 = attend(general, *inputs())
+    c2, w2, p2 = attend(dot, *inputs())
+    torch.testing.assert_close(w1, w2)
+    torch.testing.assert_close(c1, c2)
+
+
+def test_dot_global_matches_scaled_dot_product_attention():
+    """Unscaled dot-product global attention is PyTorch's SDPA with scale=1 and a padding mask."""
+    q, mem, mask, lens, pos = inputs()
+    context, w, _ = attend(LuongAttention("dot", "global", H), q, mem, mask, lens, pos)
+    ref = F.scaled_dot_product_attention(q, mem, mem, attn_mask=mask.unsqueeze(1), scale=1.0)
+    torch.testing.assert_close(context, ref)
+
+
+def test_concat_score_formula():
+    """concat: v_aᵀ tanh(W_q h_t + W_k h̄_s), softmaxed over real positions."""
+    torch.manual_seed(3)
+    att = LuongAttention("concat", "global", H)
+    q, mem, mask, lens, pos = inputs()
+    _, w, _ = attend(att, q, mem, mask, lens, pos)
+    b, t = 1, 4
+    n = int(LENS[b])
+    scores = torch.stack([att.v_a(torch.tanh(att.W_q(q[b, t]) + att.W_k(mem[b, s]))).squeeze() for s in range(n)])
+    torch.testing.assert_close(w[b, t, :n], torch.softmax(scores, 0))
+
+
+def test_local_p_position_scales_with_sentence_length():
+    """p_t = S · sigmoid(v_pᵀ tanh(W_p h_t)): the same decoder state predicts a position twice as
+    far into a sentence twice as long."""
+    torch.manual_seed(4)
+    att = LuongAttention("general", "local_p", H, window=D)
+    q = torch.randn(1, 2, H).expand(2, 2, H)
+    mem = torch.randn(2, 6, H)
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[0, 3:] = False
+    _, _, p = att(q, att.keys(mem), mem, mask, torch.tensor([3.0, 6.0]), torch.arange(2.0))
+    torch.testing.assert_close(p[1], 2 * p[0])
+
+
+def test_local_p_gradients_reach_the_position_predictor():
+    """The Gaussian makes p_t differentiable: v_p and W_p receive non-zero gradients."""
+    torch.manual_seed(5)
+    att = LuongAttention("general", "local_p", H, window=D)
+    q, mem, mask, lens, pos = inputs()
+    mem.requires_grad_(True)
+    context, _, _ = attend(att, q, mem, mask, lens, pos)
+    (context * torch.randn_like(context)).sum().backward()
+    for name in ("v_p", "W_p", "W_a"):
+        grad = getattr(att, name).weight.grad
+        assert grad is not None and torch.isfinite(grad).all() and grad.abs().sum() > 0, name
+
+
+def test_unknown_score_or_mode():
+    with pytest.raises(ValueError, match="score"):
+        LuongAttention("cosine", "global", H)
+    with pytest.raises(ValueError, match="mode"):
+        LuongAttention("dot", "local", H)

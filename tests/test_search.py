@@ -1,0 +1,179 @@
+"""Greedy and beam search: length limits, batch independence, scores, and a hand-computed beam."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from nmt.batching import make_batch
+from nmt.search import beam_search, greedy, length_penalty
+from nmt.tokenizer import BOS, EOS, PAD, UNK
+
+SRC_V, TGT_V = 30, 25
+
+
+@pytest.fixture
+def sources(random_sources):
+    return random_sources(6, 1, 12, SRC_V, seed=21)
+
+
+def batch_of(srcs):
+    return make_batch(srcs, None, range(len(srcs)))
+
+
+def limit(n: int) -> int:
+    return 2 * n + 10
+
+
+@torch.no_grad()
+def reference_greedy(model, src: list[int]) -> tuple[list[int], float]:
+    """One sentence, one token at a time, straight from ``decoder.step``."""
+    b = batch_of([src])
+    source, state = model.encode(b.src, b.src_lens, b.host_lens)
+    feed = source.memory.new_zeros(1, 1, model.decoder.hidden)
+    y, out, total = torch.tensor([BOS]), [], 0.0
+    for t in range(limit(len(src)) + 1):
+        logp, feed, state, _, _ = model.decoder.step(y, feed, state, source, torch.tensor([float(t)]))
+        logp[0, PAD] = -math.inf
+        if t == limit(len(src)):
+            return out, total
+        y = logp.argmax(-1)
+        total += float(logp[0, y])
+        if int(y) == EOS:
+            return out, total
+        out.append(int(y))
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("rnn_type,input_feeding", [("lstm", True), ("gru", True), ("lstm", False)])
+def test_greedy_matches_a_one_sentence_reference(make_model, sources, rnn_type, input_feeding):
+    """Batched greedy gives, per sentence, the tokens and log-probability of a naive loop; beam=1
+    is greedy."""
+    model = make_model(SRC_V, TGT_V, mode="local_p", window=3, rnn_type=rnn_type, input_feeding=input_feeding)
+    hyps = greedy(model, batch_of(sources))
+    for src, toks, score in zip(sources, hyps.tokens, hyps.scores):
+        ref_toks, ref_score = reference_greedy(model, src)
+        assert toks == ref_toks
+        assert score == pytest.approx(ref_score, abs=1e-4)
+    assert beam_search(model, batch_of(sources), beam=1).tokens == hyps.tokens
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam4"])
+def test_outputs_stop_at_the_length_limit(make_model, sources, search):
+    """A model that never ends a sentence is cut at 2·|src|+10 tokens (or at ``cap``)."""
+    model = make_model(SRC_V, TGT_V, mode="global")
+    with torch.no_grad():
+        model.decoder.out.bias[EOS] = -1e4
+    decode = (lambda b, **k: greedy(model, b, **k)) if search == "greedy" else \
+        (lambda b, **k: beam_search(model, b, beam=4, **k))
+    hyps = decode(batch_of(sources))
+    assert [len(t) for t in hyps.tokens] == [limit(len(s)) for s in sources]
+    capped = decode(batch_of(sources), cap=12)
+    assert [len(t) for t in capped.tokens] == [min(limit(len(s)), 12) for s in sources]
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+@pytest.mark.parametrize("mode", ["global", "local_m", "local_p"])
+def test_a_sentence_decodes_the_same_alone_or_in_a_batch(make_model, sources, beam, mode):
+    """Results do not depend on the other sentences in the batch (padding, lengths, early ends)."""
+    model = make_model(SRC_V, TGT_V, mode=mode, window=3, seed=5)
+    batched = beam_search(model, batch_of(sources), beam=beam)
+    for i, src in enumerate(sources):
+        alone = beam_search(model, batch_of([src]), beam=beam)
+        assert alone.tokens[0] == batched.tokens[i]
+        assert alone.scores[0] == pytest.approx(batched.scores[i], abs=1e-4)
+    # and the order of the batch does not matter either
+    rev = beam_search(model, batch_of(sources[::-1]), beam=beam)
+    assert rev.tokens[::-1] == batched.tokens
+
+
+def test_beam_scores_are_normalized_log_probabilities(make_model, sources):
+    """A beam hypothesis's score is log P(y, EOS | x) / ((5+|y|+1)/6)^α, re-scored by teacher forcing."""
+    model = make_model(SRC_V, TGT_V, mode="local_m", window=3, seed=6)
+    alpha = 0.6
+    hyps = beam_search(model, batch_of(sources), beam=3, alpha=alpha)
+    for src, toks, score in zip(sources, hyps.tokens, hyps.scores):
+        assert not {PAD, BOS, EOS} & set(toks)
+        b = make_batch([src], [toks], [0])
+        with torch.no_grad():
+            logits, _ = model(b.src, b.src_lens, b.host_lens, b.tgt_in)
+        logp = torch.log_softmax(logits[0], -1)
+        target = [*toks, EOS]
+        steps = len(target) if len(toks) < limit(len(src)) else len(toks)  # a forced EOS is free
+        total = sum(float(logp[t, target[t]]) for t in range(steps))
+        lp = float(length_penalty(torch.tensor(len(toks) + 1), alpha))
+        assert score == pytest.approx(total / lp, abs=1e-4)
+
+
+# --------------------------------------------------------------------------- a hand-built bigram model
+A, B_, C, D_ = 4, 5, 6, 7
+BIGRAM = {  # next-token probabilities given the previous token; PAD/UNK/BOS never follow
+    BOS: {A: 0.5, B_: 0.4, C: 0.05, D_: 0.04, EOS: 0.01},
+    A: {C: 0.4, D_: 0.3, A: 0.12, B_: 0.1, EOS: 0.08},
+    B_: {EOS: 0.9, A: 0.025, B_: 0.025, C: 0.025, D_: 0.025},
+    C: {EOS: 0.6, A: 0.1, B_: 0.1, C: 0.1, D_: 0.1},
+    D_: {EOS: 0.5, A: 0.2, B_: 0.1, C: 0.1, D_: 0.1},
+}
+
+
+@pytest.fixture
+def bigram_model(make_model, monkeypatch):
+    """A real encoder with ``decoder.step`` replaced by the fixed bigram table above."""
+    model = make_model(10, 8)
+    table = torch.full((8, 8), -math.inf)
+    for prev, row in BIGRAM.items():
+        for tok, prob in row.items():
+            table[prev, tok] = math.log(prob)
+
+    def step(y_prev, feed, state, src, position):
+        return table[y_prev].clone(), feed, state, None, None
+
+    monkeypatch.setattr(model.decoder, "step", step)
+    return model
+
+
+def best_by_enumeration(max_len: int, alpha: float) -> tuple[list[int], float]:
+    """Exhaustive search over every output up to ``max_len`` tokens (EOS is forced, free, at max_len)."""
+    best = ([], -math.inf)
+    for n in range(max_len + 1):
+        for seq in itertools.product([A, B_, C, D_], repeat=n):
+            prev, total = BOS, 0.0
+            for tok in seq:
+                total += math.log(BIGRAM[prev].get(tok, 0.0) or 1e-300)
+                prev = tok
+            if n < max_len:
+                total += math.log(BIGRAM[prev][EOS])
+            score = total / ((5 + n + 1) / 6) ** alpha
+            if score > best[1]:
+                best = (list(seq), score)
+    return best
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_beam_finds_what_greedy_misses(bigram_model, alpha):
+    """Greedy takes a (0.5) then c (0.4) then EOS (0.6): P = 0.12. Beam 2 keeps b (0.4), whose
+    EOS (0.9) gives P = 0.36, the exhaustive optimum, for both sentences of the batch."""
+    batch = batch_of([[5, 6, 7], [8]])
+    g = greedy(bigram_model, batch, cap=4)
+    assert g.tokens == [[A, C], [A, C]]
+    assert g.scores == pytest.approx([math.log(0.12)] * 2)
+    expected_tokens, expected_score = best_by_enumeration(4, alpha)
+    assert expected_tokens == [B_]
+    assert expected_score == pytest.approx(math.log(0.36) / (7 / 6) ** alpha)
+    for beam in (2, 3):
+        hyps = beam_search(bigram_model, batch, beam=beam, alpha=alpha, cap=4)
+        assert hyps.tokens == [[B_], [B_]]
+        assert hyps.scores == pytest.approx([expected_score] * 2)
+
+
+def test_unk_is_a_normal_token_but_pad_never_appears(make_model, sources):
+    """PAD is masked out of the search; the other specials are ordinary outputs or end markers."""
+    model = make_model(SRC_V, TGT_V, seed=7)
+    with torch.no_grad():
+        model.decoder.out.bias[PAD] = 50.0  # the model loves PAD
+    for hyps in (greedy(model, batch_of(sources)), beam_search(model, batch_of(sources), beam=3)):
+        assert all(PAD not in t for t in hyps.tokens)
+    assert UNK == 1

@@ -1,0 +1,127 @@
+"""Sentencepiece tokenizers: fixed special ids, decoding, the content-hash cache, joint vocabularies."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+import nmt.tokenizer as tokenizer_mod
+from nmt.config import TokenizerConfig
+from nmt.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, load_or_train
+
+
+def tok_cfg(**kw):
+    return OmegaConf.structured(TokenizerConfig(**kw))
+
+
+@pytest.fixture(scope="module")
+def english(hsk_corpus) -> list[str]:
+    return list(hsk_corpus["train"]["tgt"])[:1500]
+
+
+def forbid_training(monkeypatch):
+    """Make any sentencepiece training fail: a call that still succeeds must have used the cache."""
+
+    def boom(*a, **k):
+        raise AssertionError("sentencepiece was retrained although a cached model exists")
+
+    monkeypatch.setattr(tokenizer_mod, "_train_spm", boom)
+
+
+def test_special_ids_are_fixed(hsk_tokenizer):
+    """pad 0, unk 1, bos 2, eos 3 on both sides."""
+    assert (PAD, UNK, BOS, EOS) == (0, 1, 2, 3)
+    for sp in (hsk_tokenizer.src, hsk_tokenizer.tgt):
+        assert (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) == (PAD, UNK, BOS, EOS)
+
+
+def test_vocab_sizes_and_encoding(hsk_tokenizer, hsk_corpus):
+    """Vocabularies respect the (soft) sizes; encoding gives ordinary ids, not specials."""
+    assert 500 < hsk_tokenizer.src_vocab_size <= 2000
+    assert 100 < hsk_tokenizer.tgt_vocab_size <= 500
+    src = list(hsk_corpus["train"]["src"][:50])
+    for ids in hsk_tokenizer.encode_src(src):
+        assert ids and all(EOS < i < hsk_tokenizer.src_vocab_size for i in ids)
+    assert "".join(hsk_tokenizer.src_pieces(src[0])).replace("▁", "") == src[0].replace(" ", "")
+
+
+def test_target_round_trip(hsk_tokenizer, hsk_corpus):
+    """Training sentences of the target side decode back to the same text."""
+    tgt = list(hsk_corpus["train"]["tgt"][:50])
+    assert [hsk_tokenizer.decode_tgt(ids) for ids in hsk_tokenizer.encode_tgt(tgt)] == tgt
+
+
+def test_decode_stops_at_eos_and_drops_specials(hsk_tokenizer):
+    a, b = hsk_tokenizer.encode_tgt(["Hello, teacher!", "Thank you."])
+    assert hsk_tokenizer.decode_tgt([BOS, *a, EOS, *b, EOS, PAD]) == "Hello, teacher!"
+    assert hsk_tokenizer.decode_tgt([*a, PAD, UNK]) == "Hello, teacher!"
+    assert hsk_tokenizer.decode_tgt([EOS, *a]) == ""
+    assert hsk_tokenizer.tgt_pieces([BOS, EOS]) == ["<s>", "</s>"]
+
+
+def test_state_round_trip(hsk_tokenizer):
+    """A tokenizer rebuilt from its checkpoint state encodes identically."""
+    back = Tokenizer.from_state(hsk_tokenizer.to_state())
+    texts = ["我爱学习中文。", "图书馆在学校里边。"]
+    assert back.encode_src(texts) == hsk_tokenizer.encode_src(texts)
+    assert back.encode_tgt(["I like tea."]) == hsk_tokenizer.encode_tgt(["I like tea."])
+
+
+def test_session_cache_is_under_nmt_cache_and_reused(hsk_cfg, hsk_corpus, hsk_tokenizer, nmt_cache, monkeypatch):
+    """Without tokenizer.cache_dir the models live in $NMT_CACHE/spm; asking again reuses them."""
+    spm_dir = nmt_cache / "spm"
+    before = {p.name: p.stat().st_mtime_ns for p in spm_dir.glob("*.model")}
+    assert len(before) >= 2
+    forbid_training(monkeypatch)
+    train = hsk_corpus["train"]
+    again = load_or_train(hsk_cfg.tokenizer, list(train["src"]), list(train["tgt"]), seed=42)
+    assert again.to_state() == hsk_tokenizer.to_state()
+    assert {p.name: p.stat().st_mtime_ns for p in spm_dir.glob("*.model")} == before
+
+
+def test_cache_dir_trains_once_then_reuses(tmp_path, english, monkeypatch):
+    """The first call trains and caches one model per side; the second reads the cache (no
+    training, no new files, same bytes); other settings or texts train a new model."""
+    cfg = tok_cfg(src_vocab_size=150, tgt_vocab_size=120, cache_dir=str(tmp_path / "c"))
+    first = load_or_train(cfg, english, english[::-1], seed=1)
+    files = sorted((tmp_path / "c").iterdir())
+    assert len(files) == 2 and all(f.suffix == ".model" for f in files)
+    mtimes = [f.stat().st_mtime_ns for f in files]
+
+    with monkeypatch.context() as m:
+        forbid_training(m)
+        second = load_or_train(cfg, english, english[::-1], seed=1)
+    assert second.to_state() == first.to_state()
+    assert sorted((tmp_path / "c").iterdir()) == files
+    assert [f.stat().st_mtime_ns for f in files] == mtimes
+
+    load_or_train(tok_cfg(src_vocab_size=160, tgt_vocab_size=120, cache_dir=str(tmp_path / "c")),
+                  english, english[::-1], seed=1)
+    assert len(list((tmp_path / "c").iterdir())) == 3  # the target model was reused
+    load_or_train(cfg, english[:-1], english[::-1], seed=1)
+    assert len(list((tmp_path / "c").iterdir())) == 4  # other source texts: a new source model
+    assert not [f for f in (tmp_path / "c").iterdir() if ".tmp" in f.name]
+
+
+def test_joint_vocabulary(tmp_path, english):
+    """joint=true: one shared model (src_vocab_size), written once as spm.joint.model."""
+    cfg = tok_cfg(joint=True, src_vocab_size=200, tgt_vocab_size=999, cache_dir=str(tmp_path / "c"))
+    tok = load_or_train(cfg, english[:700], english[700:], seed=0)
+    assert tok.src is tok.tgt and tok.src_model == tok.tgt_model
+    assert tok.src_vocab_size == tok.tgt_vocab_size <= 200
+    assert len(list((tmp_path / "c").iterdir())) == 1
+    assert tok.encode_src(["Where is the school?"]) == tok.encode_tgt(["Where is the school?"])
+    tok.save(tmp_path / "run")
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["spm.joint.model"]
+
+
+def test_save_separate_models(tmp_path, hsk_tokenizer):
+    """Separate vocabularies are written as spm.src.model / spm.tgt.model with the same bytes."""
+    hsk_tokenizer.save(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spm.src.model", "spm.tgt.model"]
+    assert (tmp_path / "spm.src.model").read_bytes() == hsk_tokenizer.src_model
+    assert (tmp_path / "spm.tgt.model").read_bytes() == hsk_tokenizer.tgt_model
+    assert Path(os.environ["NMT_CACHE"]).is_dir()

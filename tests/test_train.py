@@ -1,0 +1,202 @@
+"""In-process training: the loss, learning a synthetic task, every attention variant, ``train()``."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from nmt import checkpoint
+from nmt.batching import make_batch, train_batches
+from nmt.config import ConfigError, ModelConfig, TrainConfig
+from nmt.data import DataError
+from nmt.model import build_model
+from nmt.search import greedy
+from nmt.train import batch_loss, train
+
+DIGITS = range(4, 14)  # ten "digit" tokens after the four specials
+
+
+def digit_strings(n: int, seed: int, lo: int = 3, hi: int = 8) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.choice(DIGITS) for _ in range(rng.randint(lo, hi))] for _ in range(n)]
+
+
+# --------------------------------------------------------------------------- the loss
+def test_batch_loss_is_a_per_token_mean_that_ignores_padding(make_model, random_sources):
+    """The batch loss equals the token-weighted mean of each sentence's loss computed alone."""
+    model = make_model(20, 15, mode="local_p", window=2)
+    src, tgt = random_sources(3, 2, 9, 20, seed=1), random_sources(3, 1, 6, 15, seed=2)
+    with torch.no_grad():
+        together = batch_loss(model, make_batch(src, tgt, range(3)))
+        alone = [batch_loss(model, make_batch([s], [t], [0])) for s, t in zip(src, tgt)]
+        smoothed = batch_loss(model, make_batch(src, tgt, range(3)), label_smoothing=0.1)
+    weights = [len(t) + 1 for t in tgt]  # + EOS
+    expected = sum(w * float(a) for w, a in zip(weights, alone)) / sum(weights)
+    assert float(together) == pytest.approx(expected, rel=1e-5)
+    assert torch.isfinite(smoothed) and float(smoothed) != pytest.approx(float(together))
+
+
+# --------------------------------------------------------------------------- learning
+@pytest.mark.parametrize("mode,input_feeding", [("global", True), ("local_p", True), ("global", False)])
+def test_learns_to_reverse_digit_strings(mode, input_feeding):
+    """300 Adam steps teach a 32-unit model to reverse unseen digit strings of 3-8 digits
+    (greedy decoding, exact match), with and without input feeding."""
+    torch.manual_seed(0)
+    cfg = OmegaConf.structured(ModelConfig(emb_size=32, hidden_size=32, encoder_layers=1, decoder_layers=1,
+                                           dropout=0.0, input_feeding=input_feeding))
+    cfg.attention.mode, cfg.attention.window = mode, 5
+    model = build_model(cfg, 14, 14)
+    pool = digit_strings(3000, seed=1)
+    seen = {tuple(s) for s in pool}
+    held_out = [s for s in digit_strings(200, seed=99) if tuple(s) not in seen][:100]
+    assert len(held_out) == 100
+    train_src = pool
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    rng, step = random.Random(1), 0
+    while step < 300:
+        for b in train_batches(train_src, [s[::-1] for s in train_src], 400, rng):
+            loss = batch_loss(model, b)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+            step += 1
+            if step == 300:
+                break
+    model.eval()
+    hyps = greedy(model, make_batch(held_out, None, range(len(held_out))))
+    accuracy = sum(h == s[::-1] for h, s in zip(hyps.tokens, held_out)) / len(held_out)
+    assert accuracy >= 0.8, f"{mode}: only {accuracy:.0%} of held-out strings reversed"
+
+
+@pytest.mark.parametrize("score,mode", list(itertools.product(["dot", "general", "concat"],
+                                                              ["global", "local_m", "local_p"])))
+def test_every_attention_variant_trains(make_model, score, mode):
+    """15 Adam steps on one fixed batch of 4 pairs cut the loss by over a quarter, for each
+    score × mode (a model that ignored the source could not get far below ln(11) ≈ 2.4 from 2.64)."""
+    model = make_model(14, 14, score=score, mode=mode, window=3, seed=3, train=True)
+    src = digit_strings(4, seed=4)
+    batch = make_batch(src, [s[::-1] for s in src], range(4))
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(15):
+        loss = batch_loss(model, batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert all(math.isfinite(x) for x in losses), losses
+    assert losses[-1] < 0.75 * losses[0], losses
+
+
+# --------------------------------------------------------------------------- train()
+@pytest.fixture(scope="module")
+def digits_dir(tmp_path_factory) -> Path:
+    """A files corpus: space-separated digit strings and their reversals (train/dev/test)."""
+    folder = tmp_path_factory.mktemp("digits")
+    for split, n, seed in (("train", 1500, 1), ("dev", 40, 2), ("test", 40, 3)):
+        src = [[str(d - 4) for d in s] for s in digit_strings(n, seed, 3, 7)]
+        (folder / f"{split}.zh").write_text("".join(" ".join(s) + "\n" for s in src))
+        (folder / f"{split}.en").write_text("".join(" ".join(s[::-1]) + "\n" for s in src))
+    return folder
+
+
+def digits_cfg(data_dir: Path, **trainer):
+    cfg = OmegaConf.structured(TrainConfig)
+    cfg.data.source, cfg.data.dir = "files", str(data_dir)
+    cfg.tokenizer.model_type, cfg.tokenizer.src_vocab_size, cfg.tokenizer.tgt_vocab_size = "word", 20, 20
+    m = cfg.model
+    m.emb_size, m.hidden_size, m.encoder_layers, m.decoder_layers, m.dropout = 32, 32, 1, 1, 0.0
+    defaults = dict(device="cpu", lr=0.01, batch_tokens=400, test_beam=2, log_every=50)
+    cfg.trainer = OmegaConf.merge(cfg.trainer, {**defaults, **trainer})
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def digits_run(digits_dir, tmp_path_factory):
+    run = tmp_path_factory.mktemp("digits_run")
+    metrics = train(digits_cfg(digits_dir, max_steps=200, valid_every=100), run)
+    return run, metrics
+
+
+def test_train_learns_and_reports(digits_run):
+    """``train()`` on a files corpus learns the task: dev and test BLEU near 100, a validation
+    every valid_every steps, and metrics.json mirroring the returned metrics."""
+    run, metrics = digits_run
+    assert metrics["steps"] == 200
+    assert [h["step"] for h in metrics["history"]] == [100, 200]
+    assert metrics["history"][-1]["valid_loss"] < metrics["history"][0]["valid_loss"]
+    assert metrics["best_valid_bleu"] >= 80 and metrics["test_bleu"] >= 80
+    assert metrics["test_beam"] == 2 and metrics["bleu_signature"].startswith("nrefs:1|")
+    assert json.loads((run / "metrics.json").read_text()) == json.loads(json.dumps(metrics))
+
+
+def test_train_writes_self_contained_checkpoints(digits_run, digits_dir):
+    """best.pt holds the best validation step and translates on its own."""
+    run, metrics = digits_run
+    best_step = max(metrics["history"], key=lambda h: h["valid_bleu"])["step"]
+    state = checkpoint.load(run / "checkpoints" / "best.pt")
+    assert state["step"] == best_step and state["best_bleu"] == pytest.approx(metrics["best_valid_bleu"])
+    assert checkpoint.load(run / "checkpoints" / "last.pt")["step"] == 200
+    names = {p.name for p in run.iterdir()}
+    assert {"metrics.json", "checkpoints", "tensorboard"} <= names
+    # both sides have the same ten words, so the two models are identical and saved as one
+    assert "spm.joint.model" in names or {"spm.src.model", "spm.tgt.model"} <= names
+    model, tok, cfg, _ = checkpoint.load_model(run)
+    ids = tok.encode_src(["1 2 3 4 5"])
+    hyps = greedy(model, make_batch(ids, None, [0]))
+    assert tok.decode_tgt(hyps.tokens[0]) == "5 4 3 2 1"
+
+
+def test_train_is_deterministic(digits_dir, tmp_path):
+    """Same config and seed, same weights."""
+    weights = []
+    for name in ("a", "b"):
+        train(digits_cfg(digits_dir, max_steps=12, valid_every=6, test_beam=0), tmp_path / name)
+        weights.append(checkpoint.load(tmp_path / name / "checkpoints" / "last.pt")["model"])
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+def snapshot(run: Path) -> dict:
+    return {str(p.relative_to(run)): (p.read_bytes(), p.stat().st_mtime_ns) for p in run.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("problem", ["misaligned data", "no budget"])
+def test_a_failed_start_leaves_an_existing_run_untouched(digits_run, digits_dir, tmp_path, problem):
+    """Starting again in a finished run's directory with a bad setup fails with a clear error and
+    changes nothing there: no checkpoint, tokenizer file or event log is replaced or added."""
+    run = tmp_path / "run"
+    shutil.copytree(digits_run[0], run)
+    before = snapshot(run)
+    if problem == "misaligned data":
+        bad = tmp_path / "bad"
+        shutil.copytree(digits_dir, bad)
+        (bad / "dev.en").write_text("1 2\n")
+        cfg, error = digits_cfg(bad, max_steps=5), DataError
+    else:
+        cfg, error = digits_cfg(digits_dir, max_steps=0, max_epochs=0, max_minutes=0.0), ConfigError
+    with pytest.raises(error):
+        train(cfg, run)
+    after = snapshot(run)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"files added or rewritten by the failed start: {changed}"
+
+
+def test_training_pairs_all_over_max_tokens_is_an_error(digits_dir, tmp_path):
+    """If data.max_tokens drops every training pair the run must fail at once with a DataError
+    naming data.max_tokens. Today the epoch loop finds no batches and spins without ever taking a
+    step (forever with only max_steps set; here max_minutes=0.05 is only a safety net so the test
+    ends), then "finishes" and writes checkpoints of an untrained model."""
+    cfg = digits_cfg(digits_dir, max_steps=5, max_minutes=0.05, valid_every=5, test_beam=0)
+    cfg.data.max_tokens = 2  # every string has 3..7 digits
+    with pytest.raises(DataError, match="max_tokens"):
+        train(cfg, tmp_path / "run")
