@@ -2,12 +2,16 @@
 
 Scores between the decoder state h_t and each source state h̄_s:
 
-    dot      h_tᵀ h̄_s
-    general  h_tᵀ W_a h̄_s
-    concat   v_aᵀ tanh(W_a [h_t; h̄_s])   with a full W_a (the paper's weak concat figures came
-                                          from a variant with part of W_a fixed to the identity)
+    dot         h_tᵀ h̄_s
+    general     h_tᵀ W_a h̄_s
+    concat      v_aᵀ tanh(W_a [h_t; h̄_s])  with a full W_a (the paper's weak concat figures came
+                                           from a variant with part of W_a fixed to the identity)
+    location    a_t = softmax(W_a h_t) over a fixed maximum source length (the paper's baseline)
+    scaled_dot  h_tᵀ h̄_s / √d  (Vaswani et al. 2017)
+    heads = N   multi-head: h_t, h̄_s projected per head, scaled dot per head, heads concatenated
+                and projected back (as torch.nn.MultiheadAttention without biases)
 
-Modes:
+Modes (for multi-head, the window and the Gaussian apply to every head):
 
     global   a_t = softmax over every real source position (padding masked to -inf)
     local_m  p_t = t; softmax within [p_t - D, p_t + D] ∩ [0, S_i - 1]; p_t is clamped to the
@@ -15,39 +19,58 @@ Modes:
     local_p  p_t = S_i · sigmoid(v_pᵀ tanh(W_p h_t)) with S_i the sentence's own length;
              a_t(s) = softmax-within-window(score)(s) · exp(-(s - p_t)² / (2σ²)), σ = D / 2
 
-The source-side half of every score (W_a h̄_s for general, the h̄_s half of concat) is
-computed once per batch by ``keys`` and passed to every step.
+The source-side half of every score (W_a h̄_s for general, the h̄_s half of concat, the
+per-head keys and values) is computed once per batch by ``keys`` and passed to every step.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
 from torch import nn
 
+SCORES = ("dot", "general", "concat", "location", "scaled_dot")
+MODES = ("global", "local_m", "local_p")
+
 
 class LuongAttention(nn.Module):
-    def __init__(self, score: str, mode: str, hidden: int, window: int = 10):
+    def __init__(self, score: str, mode: str, hidden: int, window: int = 10, heads: int = 1, max_len: int = 256):
         super().__init__()
-        self.score, self.mode, self.window = score, mode, window
-        if score == "general":
+        if score not in SCORES:
+            raise ValueError(f"attention score {score!r} is not one of {', '.join(SCORES)}")
+        if mode not in MODES:
+            raise ValueError(f"attention mode {mode!r} is not one of {', '.join(MODES)}")
+        if heads > 1 and (score != "scaled_dot" or hidden % heads):
+            raise ValueError(
+                f"multi-head attention needs score scaled_dot and hidden size divisible by heads "
+                f"(got score {score!r}, hidden {hidden}, heads {heads})"
+            )
+        self.score, self.mode, self.window, self.heads, self.max_len = score, mode, window, heads, max_len
+        if heads > 1:
+            self.W_q = nn.Linear(hidden, hidden, bias=False)
+            self.W_k = nn.Linear(hidden, hidden, bias=False)
+            self.W_v = nn.Linear(hidden, hidden, bias=False)
+            self.W_o = nn.Linear(hidden, hidden, bias=False)
+        elif score == "general":
             self.W_a = nn.Linear(hidden, hidden, bias=False)
         elif score == "concat":
             # W_a [h_t; h̄_s] = W_q h_t + W_k h̄_s : the two halves of one full matrix
             self.W_q = nn.Linear(hidden, hidden, bias=False)
             self.W_k = nn.Linear(hidden, hidden, bias=False)
             self.v_a = nn.Linear(hidden, 1, bias=False)
-        elif score != "dot":
-            raise ValueError(f"attention score {score!r} is not one of dot, general, concat")
+        elif score == "location":
+            self.W_a = nn.Linear(hidden, max_len, bias=False)
         if mode == "local_p":
             self.W_p = nn.Linear(hidden, hidden, bias=False)
             self.v_p = nn.Linear(hidden, 1, bias=False)
-        elif mode not in ("global", "local_m"):
-            raise ValueError(f"attention mode {mode!r} is not one of global, local_m, local_p")
 
     def keys(self, memory: torch.Tensor) -> torch.Tensor:
-        """The step-independent half of the score. (batch, src_len, hidden) -> same shape."""
+        """The step-independent half of the score: (batch, src_len, hidden), or keys and values
+        side by side (batch, src_len, 2 hidden) for multi-head."""
+        if self.heads > 1:
+            return torch.cat([self.W_k(memory), self.W_v(memory)], -1)
         if self.score == "general":
             return self.W_a(memory)
         if self.score == "concat":
@@ -67,39 +90,58 @@ class LuongAttention(nn.Module):
 
         Args:
             query: (batch, T, hidden) decoder states h_t.
-            keys: (batch, src_len, hidden) from ``keys(memory)``.
+            keys: from ``keys(memory)``.
             memory: (batch, src_len, hidden) source states h̄_s (the values).
             mask: (batch, src_len) bool, True at real tokens.
             src_lens: (batch,) float source lengths S_i.
             positions: (T,) float target step indices t (used by local_m).
         Returns:
-            context c_t (batch, T, hidden), weights a_t (batch, T, src_len),
-            and p_t (batch, T) for the local modes (None for global).
+            context c_t (batch, T, hidden), weights a_t (batch, T, src_len) (the mean over
+            heads for multi-head), and p_t (batch, T) for the local modes (None for global).
         """
-        scores = self._scores(query, keys)  # (batch, T, src_len)
+        scores = self._scores(query, keys)  # (batch, [heads,] T, src_len)
         allowed = mask.unsqueeze(1)  # (batch, 1, src_len)
-        p = None
+        p = dist = None
         if self.mode != "global":
             if self.mode == "local_m":
                 p = torch.minimum(positions.unsqueeze(0), (src_lens - 1).unsqueeze(1))  # (batch, T)
             else:
                 gate = self.v_p(torch.tanh(self.W_p(query))).squeeze(-1)  # (batch, T)
                 p = src_lens.unsqueeze(1) * torch.sigmoid(gate.float())  # (batch, T)
-            s = torch.arange(keys.size(1), device=keys.device, dtype=p.dtype)  # (src_len,)
+            s = torch.arange(mask.size(1), device=mask.device, dtype=p.dtype)  # (src_len,)
             dist = s.view(1, 1, -1) - p.unsqueeze(-1)  # (batch, T, src_len)
             allowed = allowed & (dist.abs() <= self.window)
-        scores = scores.masked_fill(~allowed, float("-inf"))
-        weights = torch.softmax(scores.float(), dim=-1)  # (batch, T, src_len)
+        if self.heads > 1:  # every head shares the mask, the window and the Gaussian
+            allowed = allowed.unsqueeze(1)
+            dist = dist.unsqueeze(1) if dist is not None else None
+        weights = torch.softmax(scores.float().masked_fill(~allowed, float("-inf")), dim=-1)
         if self.mode == "local_p":
             sigma = self.window / 2
             weights = weights * torch.exp(-(dist**2) / (2 * sigma**2))
-        weights = weights.to(memory.dtype)
-        context = torch.bmm(weights, memory)  # (batch, T, hidden)
-        return context, weights, p
+        if self.heads == 1:
+            weights = weights.to(memory.dtype)
+            return torch.bmm(weights, memory), weights, p  # (batch, T, hidden)
+        B, T, H = query.shape
+        values = keys[..., H:].view(B, -1, self.heads, H // self.heads).transpose(1, 2)  # (B, heads, S, H/heads)
+        context = (weights.to(values.dtype) @ values).transpose(1, 2).reshape(B, T, H)  # (B, T, H)
+        return self.W_o(context), weights.mean(1).to(memory.dtype), p
 
     def _scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        if self.heads > 1:
+            B, T, H = query.shape
+            d = H // self.heads
+            q = self.W_q(query).view(B, T, self.heads, d).transpose(1, 2)  # (B, heads, T, d)
+            k = keys[..., :H].view(B, -1, self.heads, d).transpose(1, 2)  # (B, heads, S, d)
+            return q @ k.transpose(-1, -2) / math.sqrt(d)  # (B, heads, T, S)
         if self.score == "concat":
             q = self.W_q(query)  # (batch, T, hidden)
             e = torch.tanh(q.unsqueeze(2) + keys.unsqueeze(1))  # (batch, T, src_len, hidden)
             return self.v_a(e).squeeze(-1)  # (batch, T, src_len)
-        return torch.bmm(query, keys.transpose(1, 2))  # (batch, T, src_len)
+        if self.score == "location":
+            S = keys.size(1)
+            scores = self.W_a(query)[..., :S]  # (batch, T, min(S, max_len))
+            if S > self.max_len:  # positions past the maximum length cannot be attended to
+                scores = nn.functional.pad(scores, (0, S - self.max_len), value=float("-inf"))
+            return scores
+        scores = torch.bmm(query, keys.transpose(1, 2))  # (batch, T, src_len)
+        return scores / math.sqrt(query.size(-1)) if self.score == "scaled_dot" else scores

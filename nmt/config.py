@@ -50,9 +50,11 @@ class TokenizerConfig:
 
 @dataclass
 class AttentionConfig:
-    score: str = "general"  # dot | general | concat
+    score: str = "general"  # dot | general | concat | location | scaled_dot
     mode: str = "global"  # global | local_m | local_p
     window: int = 10  # D: half-width of the local window, in source positions
+    heads: int = 1  # > 1: multi-head attention (needs score scaled_dot)
+    max_len: int = 256  # location score: the fixed maximum source length
 
 
 @dataclass
@@ -96,7 +98,7 @@ class TrainConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
 
-SCORES = ("dot", "general", "concat")
+SCORES = ("dot", "general", "concat", "location", "scaled_dot")
 MODES = ("global", "local_m", "local_p")
 
 
@@ -144,6 +146,16 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     check_choice("model.attention.mode", m.attention.mode, MODES)
     if m.attention.mode != "global":
         check_positive("model.attention.window", m.attention.window)
+    check_positive("model.attention.heads", m.attention.heads)
+    if m.attention.heads > 1 and m.attention.score != "scaled_dot":
+        raise ConfigError(
+            f"model.attention.heads={m.attention.heads} needs model.attention.score=scaled_dot "
+            f"(multi-head attention is scaled dot-product per head), not {m.attention.score!r}"
+        )
+    if m.attention.heads > 1 and m.hidden_size % m.attention.heads:
+        raise ConfigError(f"model.hidden_size={m.hidden_size} is not divisible by model.attention.heads={m.attention.heads}")
+    if m.attention.score == "location":
+        check_positive("model.attention.max_len", m.attention.max_len)
     check_choice("trainer.precision", tr.precision, ("auto", "fp32", "bf16", "fp16"))
     dev = str(tr.device)
     if dev not in ("auto", "cpu", "cuda", "mps") and not dev.startswith("cuda:"):
@@ -152,6 +164,8 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         check_positive(f"trainer.{key}", getattr(tr, key))
     for key in ("max_steps", "max_epochs", "max_minutes", "clip_norm", "test_beam", "threads"):
         check_positive(f"trainer.{key}", getattr(tr, key), allow_zero=True)
+    if not (tr.max_steps or tr.max_epochs or tr.max_minutes):
+        raise ConfigError("set at least one of trainer.max_steps, trainer.max_epochs, trainer.max_minutes (all are 0)")
     if not 0 <= tr.label_smoothing < 1:
         raise ConfigError(f"trainer.label_smoothing={tr.label_smoothing} must be in [0, 1)")
 

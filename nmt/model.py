@@ -60,7 +60,8 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
     """Plain wiring from the config; parameters start uniform in ±0.1 as in the paper."""
     if cfg.bidirectional and cfg.hidden_size % 2:
         raise ConfigError(f"model.hidden_size={cfg.hidden_size} must be even for a bidirectional encoder")
-    attention = LuongAttention(cfg.attention.score, cfg.attention.mode, cfg.hidden_size, cfg.attention.window)
+    a = cfg.attention
+    attention = LuongAttention(a.score, a.mode, cfg.hidden_size, a.window, a.heads, a.max_len)
     encoder = Encoder(
         src_vocab, cfg.emb_size, cfg.hidden_size, cfg.encoder_layers, cfg.bidirectional, cfg.rnn_type, cfg.dropout
     )
