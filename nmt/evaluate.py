@@ -1,8 +1,10 @@
-"""BLEU and chrF of a model on held-out text: ``python -m nmt.evaluate RUN_DIR_OR_CKPT``.
+"""BLEU and chrF of a model on held-out sets: ``python -m nmt.evaluate RUN_DIR_OR_CKPT``.
 
-Either ``--src FILE --ref FILE [--ref FILE ...]`` or ``--split NAME`` (a split of the corpus
-the model was trained on, e.g. ``test``). Training calls ``evaluate`` for its dev scores, so
-validation and test decoding cannot drift apart.
+Sets are splits of the corpus the model was trained on (``--split test``) and/or file pairs
+(``--src FILE --ref FILE [--ref FILE ...]``, repeatable: each ``--src`` starts a set, the
+``--ref`` after it are its references). One table, one row per set, with sacrebleu
+signatures. Training calls ``evaluate`` for its dev scores, so validation and test decoding
+cannot drift apart.
 """
 
 from __future__ import annotations
@@ -11,24 +13,25 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Union
 
 import torch
 
-from nmt.checkpoint import CheckpointError, load_model
+from nmt.checkpoint import CheckpointError
 from nmt.data import DataError, load_corpus, read_lines, src_normalizer
 from nmt.device import pick_device, set_threads
 from nmt.metrics import Scores, score
 from nmt.model import Seq2Seq
 from nmt.tokenizer import Tokenizer
-from nmt.translate import translate_texts
+from nmt.translate import load_models, translate_texts
 
 log = logging.getLogger("nmt.evaluate")
 
 
 def evaluate(
-    model: Seq2Seq,
+    models: Union[Seq2Seq, Sequence[Seq2Seq]],
     tok: Tokenizer,
     normalize: Callable[[str], str],
     src: Sequence[str],
@@ -39,58 +42,93 @@ def evaluate(
     device: torch.device = torch.device("cpu"),
 ) -> tuple[Scores, list[str]]:
     """Translate ``src`` and score it against one or more reference streams."""
-    hyps = translate_texts(model, tok, normalize, src, beam=beam, alpha=alpha, device=device)
+    hyps = translate_texts(models, tok, normalize, src, beam=beam, alpha=alpha, device=device)
     return score(hyps, refs, tgt_lang), hyps
+
+
+class _AddSet(argparse.Action):
+    """--split NAME and --src FILE start a set; --ref FILE adds a reference to the last --src."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        sets = getattr(namespace, "sets", None) or []
+        if option_string == "--ref":
+            if not sets or sets[-1]["kind"] != "files":
+                parser.error("--ref must follow a --src FILE")
+            sets[-1]["refs"].append(value)
+        elif option_string == "--split":
+            sets.append({"kind": "split", "name": value})
+        else:
+            sets.append({"kind": "files", "name": value, "refs": []})
+        namespace.sets = sets
+
+
+def _load_set(s: dict, cfg) -> tuple[list[str], list[list[str]]]:
+    if s["kind"] == "split":
+        split = load_corpus(cfg.data, need=(s["name"],))[s["name"]]
+        return list(split["src"]), [list(split["tgt"])]
+    src = read_lines(Path(s["name"]))
+    refs = [read_lines(Path(r)) for r in s["refs"]]
+    for r, lines in zip(s["refs"], refs):
+        if len(lines) != len(src):
+            raise DataError(f"{r} has {len(lines)} lines but {s['name']} has {len(src)}")
+    return src, refs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="nmt.evaluate", description=__doc__.splitlines()[0])
     p.add_argument("model", help="run directory (uses checkpoints/best.pt) or checkpoint file")
-    p.add_argument("--src", help="source file, one sentence per line")
-    p.add_argument("--ref", action="append", default=[], help="reference file (repeat for several)")
-    p.add_argument("--split", help="a split of the training corpus instead of files, e.g. test")
+    p.add_argument("--ensemble", nargs="+", default=[], metavar="CKPT", help="more checkpoints to ensemble with")
+    p.add_argument("--src", action=_AddSet, help="source file of a set, one sentence per line (repeatable)")
+    p.add_argument("--ref", action=_AddSet, help="a reference file of the last --src (repeat for several)")
+    p.add_argument("--split", action=_AddSet, help="a split of the training corpus, e.g. test (repeatable)")
     p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
     p.add_argument("--alpha", type=float, default=1.0, help="GNMT length penalty α (default 1.0)")
-    p.add_argument("--output", "-o", help="also write the hypotheses to this file")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--output", "-o", help="write the hypotheses here (one set), or into this folder (several)")
+    p.add_argument("--json", action="store_true", help="print JSON (one object per set) instead of a table")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     args = p.parse_args(argv)
+    sys.stdout.reconfigure(encoding="utf-8", errors="replace")  # type: ignore[union-attr]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    sets = getattr(args, "sets", None) or []
     if args.beam < 1:
         p.error(f"--beam must be >= 1, got {args.beam}")
-    if bool(args.src) == bool(args.split):
-        p.error("give either --src FILE --ref FILE or --split NAME")
-    if args.src and not args.ref:
-        p.error("--src needs at least one --ref FILE")
+    if not sets:
+        p.error("give --src FILE --ref FILE and/or --split NAME")
+    for s in sets:
+        if s["kind"] == "files" and not s["refs"]:
+            p.error(f"--src {s['name']} needs at least one --ref FILE")
+    rows = []
     try:
         set_threads(0)
         device = pick_device(args.device)
-        model, tok, cfg, _ = load_model(args.model, device)
-        if args.split:
-            corpus = load_corpus(cfg.data, need=(args.split,))
-            src, refs, name = list(corpus[args.split]["src"]), [list(corpus[args.split]["tgt"])], args.split
-        else:
-            src = read_lines(Path(args.src))
-            refs = [read_lines(Path(r)) for r in args.ref]
-            for r, lines in zip(args.ref, refs):
-                if len(lines) != len(src):
-                    raise DataError(f"{r} has {len(lines)} lines but {args.src} has {len(src)}")
-            name = args.src
-        scores, hyps = evaluate(
-            model, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam, args.alpha, device
-        )
+        models, tok, cfg = load_models([args.model, *args.ensemble], device)
+        for s in sets:
+            src, refs = _load_set(s, cfg)
+            scores, hyps = evaluate(
+                models, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam, args.alpha, device
+            )
+            rows.append({"set": s["name"], "sentences": len(src), "references": len(refs), "beam": args.beam,
+                         **scores.as_dict()})
+            if args.output:
+                out = Path(args.output)
+                if len(sets) > 1:
+                    out.mkdir(parents=True, exist_ok=True)
+                    out = out / (Path(s["name"]).name + ".hyp")
+                out.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
     except (CheckpointError, DataError, OSError, ValueError) as e:
         print(f"nmt.evaluate: error: {e}", file=sys.stderr)
         return 1
-    if args.output:
-        Path(args.output).write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
-    result = {"set": name, "sentences": len(src), "beam": args.beam, **scores.as_dict()}
     if args.json:
-        print(json.dumps(result))
-    else:
-        print(f"{name}: BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({len(src)} sentences, beam {args.beam})")
-        print(f"  {scores.bleu_signature}")
-        print(f"  {scores.chrf_signature}")
+        print(json.dumps(rows[0]) if len(rows) == 1 else json.dumps(rows))
+        return 0
+    width = max(len(r["set"]) for r in rows)
+    print(f"{'set':<{width}}  {'sents':>6}  {'refs':>4}  {'BLEU':>6}  {'chrF':>6}")
+    for r in rows:
+        print(f"{r['set']:<{width}}  {r['sentences']:>6}  {r['references']:>4}  {r['bleu']:>6.2f}  {r['chrf']:>6.2f}")
+    for key, name in (("bleu_signature", "BLEU"), ("chrf_signature", "chrF")):
+        for sig in dict.fromkeys(r[key] for r in rows):  # distinct, in order (nrefs may differ)
+            which = [r["set"] for r in rows if r[key] == sig]
+            print(f"{name}: {sig}" + (f"  ({', '.join(which)})" if len(which) < len(rows) else ""))
     return 0
 
 

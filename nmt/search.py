@@ -1,8 +1,14 @@
-"""Greedy and beam search over a batch, all sentences (× beams) in one tensor."""
+"""Greedy and beam search over a batch, all sentences (× beams) in one tensor.
+
+Both accept one model or a list of models: an ensemble decodes in lock-step with the
+average of its members' log-probabilities.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Union
 
 import torch
 
@@ -11,11 +17,46 @@ from nmt.decoder import select_state
 from nmt.model import Seq2Seq
 from nmt.tokenizer import BOS, EOS, PAD
 
+Models = Union[Seq2Seq, Sequence[Seq2Seq]]
+
 
 @dataclass
 class Hypotheses:
     tokens: list[list[int]]  # best hypothesis per sentence, without EOS, in batch order
     scores: list[float]  # its log-probability (length-normalized for beam search)
+    nbest: list[list[tuple[list[int], float]]] = field(default_factory=list)  # per sentence, best first
+
+
+class Stepper:
+    """Encodes a batch once and advances every model of an ensemble by one step at a time."""
+
+    def __init__(self, models: Models, batch: Batch):
+        self.models = [models] if isinstance(models, Seq2Seq) else list(models)
+        self.parts = []  # per model: [source, state, feed]
+        for m in self.models:
+            source, state = m.encode(batch.src, batch.src_lens, batch.host_lens)
+            feed = source.memory.new_zeros(batch.size, 1, m.decoder.hidden)  # h̃_0
+            self.parts.append([source, state, feed])
+
+    def step(self, y: torch.Tensor, position: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities (rows, vocab) of the next token and attention weights (rows, src_len)."""
+        logps, weights = [], []
+        for m, part in zip(self.models, self.parts):
+            logp, part[2], part[1], a, _ = m.decoder.step(y, part[2], part[1], part[0], position)
+            logps.append(logp)
+            weights.append(a.squeeze(1) if a is not None else None)
+        if len(logps) == 1:
+            return logps[0], weights[0]
+        a = torch.stack(weights).float().mean(0) if weights[0] is not None else None
+        return torch.stack(logps).mean(0), a
+
+    def select(self, index: torch.Tensor, sources: bool = False) -> None:
+        """Keep rows ``index`` of the decoder states (and of the encoder outputs if ``sources``)."""
+        for part in self.parts:
+            if sources:
+                part[0] = part[0].select(index)
+            part[1] = select_state(part[1], index)
+            part[2] = part[2].index_select(0, index)
 
 
 def max_lengths(src_lens: torch.Tensor, ratio: float, extra: int, cap: int) -> torch.Tensor:
@@ -23,25 +64,28 @@ def max_lengths(src_lens: torch.Tensor, ratio: float, extra: int, cap: int) -> t
     return (src_lens.float() * ratio + extra).long().clamp(max=cap)
 
 
+def _force_eos(logp: torch.Tensor, rows: torch.Tensor) -> None:
+    """In place: rows that reached their length limit can only end."""
+    only_eos = torch.full((logp.size(1),), float("-inf"), device=logp.device, dtype=logp.dtype)
+    only_eos[EOS] = 0.0
+    logp[rows] = only_eos
+
+
 @torch.no_grad()
-def greedy(model: Seq2Seq, batch: Batch, ratio: float = 2.0, extra: int = 10, cap: int = 200) -> Hypotheses:
-    source, state = model.encode(batch.src, batch.src_lens, batch.host_lens)
+def greedy(model: Models, batch: Batch, ratio: float = 2.0, extra: int = 10, cap: int = 200) -> Hypotheses:
+    stepper = Stepper(model, batch)
     n, dev = batch.size, batch.src.device
     limit = max_lengths(batch.src_lens, ratio, extra, cap)  # (batch,)
     y = torch.full((n,), BOS, dtype=torch.long, device=dev)
-    feed = source.memory.new_zeros(n, 1, model.decoder.hidden)
     done = torch.zeros(n, dtype=torch.bool, device=dev)
     score = torch.zeros(n, device=dev)
     out = []
     T = int(limit.max())
     positions = torch.arange(T + 1, device=dev, dtype=torch.float)
     for t in range(T + 1):
-        logp, feed, state, _, _ = model.decoder.step(y, feed, state, source, positions[t : t + 1])
+        logp, _ = stepper.step(y, positions[t : t + 1])
         logp[:, PAD] = float("-inf")
-        force_eos = t >= limit  # (batch,) out of length: end here
-        logp[force_eos] = torch.where(
-            torch.arange(logp.size(1), device=dev) == EOS, 0.0, float("-inf")
-        ).to(logp.dtype)
+        _force_eos(logp, t >= limit)
         best, y = logp.max(-1)  # (batch,)
         score = score + best.masked_fill(done, 0.0)
         y = y.masked_fill(done, EOS)
@@ -49,8 +93,9 @@ def greedy(model: Seq2Seq, batch: Batch, ratio: float = 2.0, extra: int = 10, ca
         done = done | (y == EOS)
         if bool(done.all()):
             break
-    seqs = torch.stack(out, 1).tolist()  # (batch, steps)
-    return Hypotheses([_until_eos(s) for s in seqs], score.tolist())
+    tokens = [_until_eos(s) for s in torch.stack(out, 1).tolist()]  # (batch, steps)
+    scores = score.tolist()
+    return Hypotheses(tokens, scores, [[(t, s)] for t, s in zip(tokens, scores)])
 
 
 def _until_eos(seq: list[int]) -> list[int]:
@@ -62,67 +107,92 @@ def length_penalty(length: torch.Tensor, alpha: float) -> torch.Tensor:
     return ((5.0 + length.float()) / 6.0) ** alpha
 
 
+def coverage_penalty(coverage: torch.Tensor, beta: float) -> torch.Tensor:
+    """GNMT coverage penalty β Σ_i log(min(Σ_j a_ij, 1)) over real source positions (0 at padding)."""
+    return beta * torch.log(coverage.clamp(min=1e-6, max=1.0)).sum(-1)
+
+
 @torch.no_grad()
 def beam_search(
-    model: Seq2Seq, batch: Batch, beam: int = 5, alpha: float = 1.0, ratio: float = 2.0, extra: int = 10,
-    cap: int = 200,
+    model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, ratio: float = 2.0, extra: int = 10,
+    cap: int = 200, n_best: int = 1, beta: float = 0.0,
 ) -> Hypotheses:
     """Batched beam search; finished hypotheses move to a per-sentence buffer of size ``beam``.
 
     A sentence is done when its best finished score cannot be beaten by any live beam
-    (log-probabilities only fall, and the length penalty is bounded by the length limit).
+    (log-probabilities only fall, and the length penalty is bounded by the length limit, and
+    the coverage penalty is at most 0); done sentences leave the batch.
     """
-    if beam == 1:
+    if beam == 1 and n_best == 1 and beta == 0.0:
         return greedy(model, batch, ratio, extra, cap)
+    if n_best > beam:
+        raise ValueError(f"n_best={n_best} cannot exceed the beam size {beam}")
     n, dev, K = batch.size, batch.src.device, beam
-    source, state = model.encode(batch.src, batch.src_lens, batch.host_lens)
-    rows = torch.arange(n, device=dev).repeat_interleave(K)  # (n*K,)
-    source, state = source.select(rows), select_state(state, rows)
-    limit = max_lengths(batch.src_lens, ratio, extra, cap)  # (n,)
-    best_possible_lp = length_penalty(limit + 1, alpha)  # (n,)
-    feed = source.memory.new_zeros(n * K, 1, model.decoder.hidden)
-    y = torch.full((n * K,), BOS, dtype=torch.long, device=dev)
+    stepper = Stepper(model, batch)
+    stepper.select(torch.arange(n, device=dev).repeat_interleave(K), sources=True)
+    limit_all = max_lengths(batch.src_lens, ratio, extra, cap)  # (n,)
+    T = int(limit_all.max())
+    positions = torch.arange(T + 1, device=dev, dtype=torch.float)
+    fin_scores = torch.full((n, K), float("-inf"), device=dev)  # length-normalized, best first
+    fin_seqs = torch.full((n, K, T + 1), EOS, dtype=torch.long, device=dev)
+    # live part: `act` are the sentences still decoding; rows are act × K
+    act = torch.arange(n, device=dev)
+    limit, best_lp = limit_all, length_penalty(limit_all + 1, alpha)
     alive = torch.full((n, K), float("-inf"), device=dev)
     alive[:, 0] = 0.0  # only the first beam is live at the start
-    seqs = torch.empty(n, K, 0, dtype=torch.long, device=dev)
-    fin_scores = torch.full((n, K), float("-inf"), device=dev)  # length-normalized
-    fin_seqs = torch.empty(n, K, 0, dtype=torch.long, device=dev)
-    done = torch.zeros(n, dtype=torch.bool, device=dev)
-    T = int(limit.max())
-    positions = torch.arange(T + 1, device=dev, dtype=torch.float)
-    offsets = (torch.arange(n, device=dev) * K).unsqueeze(1)  # (n, 1)
+    seqs = torch.full((n, K, T + 1), EOS, dtype=torch.long, device=dev)
+    coverage = torch.zeros(n * K, batch.src.size(1), device=dev) if beta else None
+    src_mask = batch.src.ne(PAD).repeat_interleave(K, 0) if beta else None
+    y = torch.full((n * K,), BOS, dtype=torch.long, device=dev)
     for t in range(T + 1):
-        logp, feed, state, _, _ = model.decoder.step(y, feed, state, source, positions[t : t + 1])
+        na = act.numel()
+        logp, a = stepper.step(y, positions[t : t + 1])  # (na*K, V)
         V = logp.size(1)
         logp[:, PAD] = float("-inf")
-        over = (t >= limit).repeat_interleave(K)  # (n*K,) must end now
-        logp[over] = torch.where(torch.arange(V, device=dev) == EOS, 0.0, float("-inf"))
-        cand = (alive.unsqueeze(-1) + logp.view(n, K, V)).view(n, K * V)  # (n, K*V)
-        top, idx = cand.topk(2 * K, dim=1)  # (n, 2K)
+        _force_eos(logp, (t >= limit).repeat_interleave(K))
+        cand = (alive.unsqueeze(-1) + logp.view(na, K, V)).view(na, K * V)
+        top, idx = cand.topk(2 * K, dim=1)  # (na, 2K)
         origin, token = idx // V, idx % V
         is_eos = token == EOS
-        # finished: merge new EOS candidates into the buffer, keep the best K
-        lp = length_penalty(torch.full_like(top, t + 1), alpha)
-        new_fin = (top / lp).masked_fill(~is_eos | done.unsqueeze(1), float("-inf"))  # (n, 2K)
-        prev = torch.cat([seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, t)),
-                          torch.full((n, 2 * K, 1), EOS, dtype=torch.long, device=dev)], -1)  # (n, 2K, t+1)
-        fin_seqs = torch.cat([fin_seqs, torch.full((n, K, 1), EOS, dtype=torch.long, device=dev)], -1)
-        all_scores = torch.cat([fin_scores, new_fin], 1)  # (n, 3K)
-        fin_scores, keep = all_scores.topk(K, dim=1)
-        fin_seqs = torch.cat([fin_seqs, prev], 1).gather(1, keep.unsqueeze(-1).expand(-1, -1, t + 1))
+        if coverage is not None:
+            coverage = coverage + a.float()
+        # finished: new EOS candidates join the buffer, the best K stay
+        new_fin = top / length_penalty(torch.full_like(top, t + 1), alpha)
+        if coverage is not None:
+            cov = coverage_penalty(coverage.masked_fill(~src_mask, 1.0), beta).view(na, K)  # (na, K)
+            new_fin = new_fin + cov.gather(1, origin)
+        new_fin = new_fin.masked_fill(~is_eos, float("-inf"))
+        prev = seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, T + 1))  # (na, 2K, T+1); EOS at t
+        merged, keep = torch.cat([fin_scores[act], new_fin], 1).topk(K, dim=1)
+        fin_scores[act] = merged
+        fin_seqs[act] = torch.cat([fin_seqs[act], prev], 1).gather(1, keep.unsqueeze(-1).expand(-1, -1, T + 1))
         # alive: the best K candidates that did not end
-        live_top = top.masked_fill(is_eos, float("-inf"))
-        alive, pick = live_top.topk(K, dim=1)  # (n, K)
-        origin = origin.gather(1, pick)
-        token = token.gather(1, pick)
-        seqs = torch.cat([seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, t)), token.unsqueeze(-1)], -1)
-        # a sentence is done once no live beam can beat its best finished hypothesis
-        done = done | (fin_scores[:, 0] >= alive[:, 0] / best_possible_lp) | (t >= limit)
-        if bool(done.all()):
-            break
-        flat = (origin + offsets).view(-1)  # (n*K,) rows to continue from
-        state = select_state(state, flat)
-        feed = feed.index_select(0, flat)
+        alive, pick = top.masked_fill(is_eos, float("-inf")).topk(K, dim=1)  # (na, K)
+        origin, token = origin.gather(1, pick), token.gather(1, pick)
+        seqs = seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, T + 1))
+        seqs[:, :, t] = token
+        # done: no live beam can beat the best finished hypothesis, or out of length
+        done = (fin_scores[act, 0] >= alive[:, 0] / best_lp) | (t >= limit)  # (na,)
+        rows = (origin + torch.arange(na, device=dev).unsqueeze(1) * K).view(-1)  # (na*K,) parents
+        if bool(done.any()):
+            if bool(done.all()):
+                break
+            keep_s = (~done).nonzero().squeeze(1)  # sentences that go on
+            act, limit, best_lp = act[keep_s], limit[keep_s], best_lp[keep_s]
+            alive, seqs, token = alive[keep_s], seqs[keep_s], token[keep_s]
+            rows = rows.view(na, K)[keep_s].view(-1)
+            stepper.select(rows, sources=True)
+            if coverage is not None:
+                coverage, src_mask = coverage[rows], src_mask[rows]
+        else:
+            stepper.select(rows)
+            if coverage is not None:
+                coverage = coverage[rows]
         y = token.view(-1)
-    best = fin_seqs[:, 0].tolist()
-    return Hypotheses([_until_eos(s) for s in best], fin_scores[:, 0].tolist())
+    seqs_out = fin_seqs.tolist()
+    scores_out = fin_scores.tolist()
+    nbest = [
+        [(_until_eos(seqs_out[i][k]), scores_out[i][k]) for k in range(n_best) if k == 0 or scores_out[i][k] > -1e30]
+        for i in range(n)
+    ]
+    return Hypotheses([h[0][0] for h in nbest], [h[0][1] for h in nbest], nbest)

@@ -1,7 +1,8 @@
-"""Translate raw text with a trained model: ``python -m nmt.translate RUN_DIR_OR_CKPT``.
+"""Translate raw text with a trained model: ``python -m nmt.translate RUN_DIR_OR_CKPT [CKPT ...]``.
 
-Lines come from arguments, ``--input FILE`` or stdin; translations go to stdout (or
-``--output``), one line out per line in, in order; logs go to stderr.
+Lines come from arguments, ``--input FILE`` or stdin (line by line at a terminal);
+translations go to stdout (or ``--output``), one line out per line in, in order; logs go to
+stderr. Several checkpoints decode as an ensemble (averaged log-probabilities).
 """
 
 from __future__ import annotations
@@ -9,26 +10,67 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Optional, Union
 
+import numpy as np
 import torch
 
-from nmt.batching import inference_batches
+from nmt.batching import inference_batches, make_batch
 from nmt.checkpoint import CheckpointError, load_model
 from nmt.data import DataError, read_lines, src_normalizer
 from nmt.device import pick_device, set_threads
 from nmt.model import Seq2Seq
+from nmt.plot import PlotError, attention_figure, find_cjk_font, save_png
 from nmt.search import beam_search
-from nmt.tokenizer import Tokenizer
+from nmt.tokenizer import EOS, Tokenizer
 
 log = logging.getLogger("nmt.translate")
 
 MAX_SRC_PIECES = 250  # longer inputs are cut: bounds time and memory per line
 
 
+def translate_nbest(
+    models: Union[Seq2Seq, Sequence[Seq2Seq]],
+    tok: Tokenizer,
+    normalize: Callable[[str], str],
+    texts: Sequence[str],
+    beam: int = 5,
+    alpha: float = 1.0,
+    batch_tokens: int = 4000,
+    device: torch.device = torch.device("cpu"),
+    n_best: int = 1,
+    batch_sentences: int = 1000,
+    beta: float = 0.0,
+) -> list[list[tuple[str, float]]]:
+    """The ``n_best`` translations of each raw source line with their scores, best first.
+
+    Lines are decoded sorted by length and returned in input order; a line that is empty
+    after normalization gets one empty translation.
+    """
+    norm = [normalize(t) for t in texts]
+    ids = [s[:MAX_SRC_PIECES] for s in tok.encode_src(norm)]
+    out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in texts]
+    todo = [i for i, s in enumerate(ids) if s]
+    if not todo:
+        return out
+    group = [models] if isinstance(models, Seq2Seq) else list(models)
+    was_training = [m.training for m in group]
+    for m in group:
+        m.eval()
+    budget = max(batch_tokens // beam, MAX_SRC_PIECES)
+    for batch in inference_batches([ids[i] for i in todo], budget, max(1, batch_sentences)):
+        hyps = beam_search(group, batch.to(device), beam=beam, alpha=alpha, n_best=n_best, beta=beta)
+        for row, nbest in zip(batch.index.tolist(), hyps.nbest):
+            out[todo[row]] = [(tok.decode_tgt(toks), score) for toks, score in nbest]
+    for m, training in zip(group, was_training):
+        m.train(training)
+    return out
+
+
 def translate_texts(
-    model: Seq2Seq,
+    models: Union[Seq2Seq, Sequence[Seq2Seq]],
     tok: Tokenizer,
     normalize: Callable[[str], str],
     texts: Sequence[str],
@@ -37,21 +79,44 @@ def translate_texts(
     batch_tokens: int = 4000,
     device: torch.device = torch.device("cpu"),
 ) -> list[str]:
-    """Translate raw source lines; empty (after normalization) lines give empty output."""
-    norm = [normalize(t) for t in texts]
-    ids = [s[:MAX_SRC_PIECES] for s in tok.encode_src(norm)]
-    out = [""] * len(texts)
-    todo = [i for i, s in enumerate(ids) if s]
-    if not todo:
-        return out
+    """The best translation of each raw source line."""
+    return [h[0][0] for h in translate_nbest(models, tok, normalize, texts, beam, alpha, batch_tokens, device)]
+
+
+def align(
+    model: Seq2Seq, tok: Tokenizer, src_text: str, hyp_text: str, device: torch.device = torch.device("cpu")
+) -> tuple[np.ndarray, Optional[np.ndarray], list[str], list[str]]:
+    """Attention of ``model`` while it produces ``hyp_text`` from (normalized) ``src_text``:
+    weights (tgt pieces + EOS, src pieces), the local centres p_t or None, and the pieces."""
+    src_ids = tok.encode_src([src_text])[0][:MAX_SRC_PIECES] or [EOS]
+    tgt_ids = tok.encode_tgt([hyp_text])[0]
+    batch = make_batch([src_ids], [tgt_ids], [0]).to(device)
     was_training = model.training
     model.eval()
-    for batch in inference_batches([ids[i] for i in todo], max(batch_tokens // beam, MAX_SRC_PIECES)):
-        hyps = beam_search(model, batch.to(device), beam=beam, alpha=alpha)
-        for row, toks in zip(batch.index.tolist(), hyps.tokens):
-            out[todo[row]] = tok.decode_tgt(toks)
+    weights, centres = model.align(batch.src, batch.src_lens, batch.host_lens, batch.tgt_in)
     model.train(was_training)
-    return out
+    src_pieces = [tok.src.id_to_piece(i) for i in src_ids]
+    tgt_pieces = tok.tgt_pieces(tgt_ids) + ["</s>"]
+    c = centres[0].float().cpu().numpy() if centres is not None else None
+    return weights[0].float().cpu().numpy(), c, src_pieces, tgt_pieces
+
+
+def hard_alignment(weights: np.ndarray) -> str:
+    """'i-j' pairs: each target piece j (EOS excluded) with its most attended source piece i."""
+    return " ".join(f"{int(weights[j].argmax())}-{j}" for j in range(weights.shape[0] - 1))
+
+
+def load_models(paths: Sequence[str], device: torch.device):
+    """Models of one or more checkpoints (an ensemble needs one vocabulary), tokenizer, config."""
+    models, tok, cfg = [], None, None
+    for path in paths:
+        model, t, c, _ = load_model(path, device)
+        if tok is None:
+            tok, cfg = t, c
+        elif t.to_state() != tok.to_state():
+            raise CheckpointError(f"{path} uses other sentencepiece models than {paths[0]}: an ensemble needs one vocabulary")
+        models.append(model)
+    return models, tok, cfg
 
 
 def _lines(args: argparse.Namespace) -> Iterable[list[str]]:
@@ -65,8 +130,7 @@ def _lines(args: argparse.Namespace) -> Iterable[list[str]]:
         for line in sys.stdin:
             yield [line.rstrip("\n")]
     else:
-        data = sys.stdin.buffer.read()
-        text = data.decode("utf-8", errors="replace")
+        text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
@@ -77,28 +141,61 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="nmt.translate", description=__doc__.splitlines()[0])
     p.add_argument("model", help="run directory (uses checkpoints/best.pt) or checkpoint file")
     p.add_argument("text", nargs="*", help="sentences to translate (default: --input or stdin)")
+    p.add_argument("--ensemble", nargs="+", default=[], metavar="CKPT", help="more checkpoints to ensemble with")
     p.add_argument("--input", "-i", help="file with one source sentence per line")
     p.add_argument("--output", "-o", help="write translations here instead of stdout")
     p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
     p.add_argument("--alpha", type=float, default=1.0, help="GNMT length penalty α (default 1.0)")
-    p.add_argument("--batch-tokens", type=int, default=4000, help="source tokens × beam per batch")
+    p.add_argument("--beta", type=float, default=0.0, help="GNMT coverage penalty β (default 0: off)")
+    p.add_argument("--n-best", type=int, default=1, help="print the K best as 'line ||| translation ||| score'")
+    p.add_argument("--batch-size", type=int, default=1000, help="at most this many sentences per batch")
+    p.add_argument("--batch-tokens", type=int, default=4000, help="at most this many source tokens × beam per batch")
+    p.add_argument("--print-attention", action="store_true",
+                   help="append ' ||| i-j ...' (target piece j attends most to source piece i) to each line")
+    p.add_argument("--plot-attention", metavar="DIR", help="write an attention heatmap per sentence into DIR")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     args = p.parse_args(argv)
+    sys.stdout.reconfigure(encoding="utf-8", errors="replace")  # type: ignore[union-attr]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     if args.beam < 1:
         p.error(f"--beam must be >= 1, got {args.beam}")
+    if not 1 <= args.n_best <= args.beam:
+        p.error(f"--n-best must be between 1 and --beam ({args.beam}), got {args.n_best}")
     try:
         set_threads(0)
         device = pick_device(args.device)
-        model, tok, cfg, _ = load_model(args.model, device)
+        models, tok, cfg = load_models([args.model, *args.ensemble], device)
         normalize = src_normalizer(cfg.data)
+        if args.plot_attention:
+            find_cjk_font()  # fail before translating anything
+            Path(args.plot_attention).mkdir(parents=True, exist_ok=True)
         out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+        line_no = 0
         with out:
             for chunk in _lines(args):
-                for line in translate_texts(model, tok, normalize, chunk, args.beam, args.alpha, args.batch_tokens, device):
-                    out.write(line + "\n")
+                results = translate_nbest(
+                    models, tok, normalize, chunk, args.beam, args.alpha, args.batch_tokens, device,
+                    n_best=args.n_best, batch_sentences=args.batch_size, beta=args.beta,
+                )
+                for text, nbest in zip(chunk, results):
+                    attention = None
+                    if (args.print_attention or args.plot_attention) and nbest[0][0]:
+                        attention = align(models[0], tok, normalize(text), nbest[0][0], device)
+                    if args.n_best > 1:
+                        out.writelines(f"{line_no} ||| {hyp} ||| {score:.4f}\n" for hyp, score in nbest)
+                    elif args.print_attention:
+                        out.write(f"{nbest[0][0]} ||| {hard_alignment(attention[0]) if attention else ''}\n")
+                    else:
+                        out.write(nbest[0][0] + "\n")
+                    if args.plot_attention and attention:
+                        w, centres, src_pieces, tgt_pieces = attention
+                        fig = attention_figure(w, src_pieces, tgt_pieces, centres,
+                                               cfg.model.attention.window if centres is not None else None,
+                                               title=f"{line_no}: {text[:60]}")
+                        save_png(fig, Path(args.plot_attention) / f"{line_no:06d}.png")
+                    line_no += 1
                 out.flush()
-    except (CheckpointError, DataError, OSError, ValueError) as e:
+    except (CheckpointError, DataError, PlotError, OSError, ValueError) as e:
         print(f"nmt.translate: error: {e}", file=sys.stderr)
         return 1
     return 0

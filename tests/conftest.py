@@ -72,11 +72,16 @@ def run_cli(cli_env) -> Callable[..., subprocess.CompletedProcess]:
     """``run_cli("nmt.translate", arg, ..., input=str)``: run a module as a subprocess, capture text."""
 
     def run(module: str, *args: str, input: Optional[str] = None, cwd: Optional[Path] = None,
-            timeout: float = 240) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", module, *map(str, args)], input=input, capture_output=True, text=True,
-            cwd=str(cwd or REPO), env=cli_env, timeout=timeout,
-        )
+            timeout: float = 240, input_bytes: Optional[bytes] = None) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", module, *map(str, args)]
+        if input_bytes is None:
+            return subprocess.run(cmd, input=input, capture_output=True, text=True, cwd=str(cwd or REPO),
+                                  env=cli_env, timeout=timeout)
+        proc = subprocess.run(cmd, input=input_bytes, capture_output=True, cwd=str(cwd or REPO), env=cli_env,
+                              timeout=timeout)
+        proc.stdout = proc.stdout.decode("utf-8", errors="replace")
+        proc.stderr = proc.stderr.decode("utf-8", errors="replace")
+        return proc
 
     return run
 

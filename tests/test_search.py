@@ -177,3 +177,66 @@ def test_unk_is_a_normal_token_but_pad_never_appears(make_model, sources):
     for hyps in (greedy(model, batch_of(sources)), beam_search(model, batch_of(sources), beam=3)):
         assert all(PAD not in t for t in hyps.tokens)
     assert UNK == 1
+
+
+# --------------------------------------------------------------------------- n-best, ensembles, coverage
+def test_n_best_lists_are_sorted_and_start_with_the_best(make_model, sources):
+    """n_best=K returns up to K distinct hypotheses per sentence, best first; the first is the
+    1-best of the same beam."""
+    model = make_model(SRC_V, TGT_V, mode="global")
+    one = beam_search(model, batch_of(sources), beam=4)
+    many = beam_search(model, batch_of(sources), beam=4, n_best=3)
+    assert many.tokens == one.tokens
+    for nbest in many.nbest:
+        assert 1 <= len(nbest) <= 3
+        scores = [s for _, s in nbest]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(t) for t, _ in nbest}) == len(nbest)
+    with pytest.raises(ValueError, match="n_best"):
+        beam_search(model, batch_of(sources), beam=2, n_best=3)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_an_ensemble_of_one_model_twice_is_that_model(make_model, sources, beam):
+    model = make_model(SRC_V, TGT_V, mode="local_p", window=3)
+    search = greedy if beam == 1 else (lambda m, b: beam_search(m, b, beam=beam))
+    single, double = search(model, batch_of(sources)), search([model, model], batch_of(sources))
+    assert double.tokens == single.tokens
+    assert double.scores == pytest.approx(single.scores, abs=1e-5)
+
+
+def test_an_ensemble_averages_log_probabilities(make_model, sources):
+    """Two different models: the ensemble's greedy score is the sum over its own output of the
+    mean of the members' log-probabilities, recomputed here step by step."""
+    from nmt.search import Stepper
+
+    m1 = make_model(SRC_V, TGT_V, mode="global", seed=1)
+    m2 = make_model(SRC_V, TGT_V, mode="local_m", window=3, seed=2, rnn_type="gru")
+    b = batch_of(sources[:1])
+    hyp = greedy([m1, m2], b)
+    s1, s2 = Stepper(m1, b), Stepper(m2, b)
+    total, y = 0.0, torch.tensor([BOS])
+    with torch.no_grad():
+        for t, tok in enumerate(hyp.tokens[0] + [EOS]):
+            if t == limit(len(sources[0])):  # out of length: EOS is forced, at no cost
+                break
+            l1, _ = s1.step(y, torch.tensor([float(t)]))
+            l2, _ = s2.step(y, torch.tensor([float(t)]))
+            mean = (l1 + l2) / 2
+            mean[0, PAD] = -math.inf
+            assert int(mean.argmax()) == tok
+            total += float(mean[0, tok])
+            y = torch.tensor([tok])
+    assert hyp.scores[0] == pytest.approx(total, abs=1e-4)
+
+
+def test_coverage_penalty_changes_scores_not_the_interface(make_model, sources):
+    """β = 0 is plain beam search; β > 0 still decodes every sentence and lowers (or keeps) the
+    scores of hypotheses that leave source words unattended."""
+    model = make_model(SRC_V, TGT_V, mode="global")
+    plain = beam_search(model, batch_of(sources), beam=3)
+    zero = beam_search(model, batch_of(sources), beam=3, beta=0.0)
+    cov = beam_search(model, batch_of(sources), beam=3, beta=0.5)
+    assert zero.tokens == plain.tokens
+    assert len(cov.tokens) == len(sources)
+    assert all(c <= p + 1e-4 for c, p in zip(cov.scores, plain.scores))
