@@ -67,6 +67,7 @@ class ModelConfig:
     bidirectional: bool = True  # encoder: hidden_size // 2 units per direction
     dropout: float = 0.2
     input_feeding: bool = True
+    init_range: float = 0.1  # parameters start uniform in [-init_range, init_range] (the paper's 0.1)
     attention: AttentionConfig = field(default_factory=AttentionConfig)
 
 
@@ -77,9 +78,21 @@ class TrainerConfig:
     seed: int = 42
     threads: int = 0  # CPU threads; 0 = one per core
     batch_tokens: int = 1200  # token budget per batch (max of source and target pieces)
+    batch_sentences: int = 0  # at most this many sentences per batch; 0 = only the token budget
+    accum_steps: int = 1  # batches per update (gradient accumulation)
+    optimizer: str = "adam"  # adam | adamw | sgd
     lr: float = 1e-3
+    weight_decay: float = 0.0
+    schedule: str = "constant"  # constant | halving | plateau | inverse_sqrt (nmt/optim.py)
+    warmup_steps: int = 0
+    halve_after_epoch: int = 5  # halving: halve after every epoch past this one
+    decay_factor: float = 0.5  # halving and plateau
+    plateau_patience: int = 2  # plateau: validations without a better dev BLEU before decaying
     clip_norm: float = 5.0
     label_smoothing: float = 0.0
+    early_stopping_patience: int = 0  # stop after this many validations without improvement; 0 = off
+    early_stopping_metric: str = "bleu"  # bleu | loss
+    max_nonfinite: int = 10  # consecutive non-finite updates (skipped) before the run stops
     max_steps: int = 0  # 0 = no step limit
     max_epochs: int = 0  # 0 = no epoch limit
     max_minutes: float = 0.0  # wall-clock budget for training; 0 = none
@@ -87,7 +100,15 @@ class TrainerConfig:
     valid_every: int = 500  # steps between validations (and at the end)
     valid_beam: int = 1
     valid_max_sentences: int = 0  # 0 = whole dev split
+    attention_images: int = 3  # TensorBoard heatmaps of the first N dev sentences at each validation
     test_beam: int = 5  # beam for the test split evaluated after training; 0 = skip
+    keep_last: int = 0  # also keep the last K validations' weights as checkpoints/step*.pt (for averaging)
+    keep_best: int = 1  # keep the K best validations as checkpoints/best*.pt (best.pt is the best)
+    save_every: int = 0  # also write last.pt every N steps; 0 = at validations only
+    resume: Optional[str] = None  # a checkpoint or run directory to continue from, or "auto" (this run dir)
+    reset_optimizer: bool = False  # on resume: fresh optimizer state
+    reset_scheduler: bool = False  # on resume: fresh learning-rate schedule state
+    reset_counters: bool = False  # on resume: step, epoch, best score, patience and data position from 0
 
 
 @dataclass
@@ -160,9 +181,19 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     dev = str(tr.device)
     if dev not in ("auto", "cpu", "cuda", "mps") and not dev.startswith("cuda:"):
         raise ConfigError(f"trainer.device={dev!r} is not valid; choose auto, cpu, cuda, cuda:N or mps")
-    for key in ("batch_tokens", "lr", "log_every", "valid_every", "valid_beam"):
+    check_choice("trainer.optimizer", tr.optimizer, ("adam", "adamw", "sgd"))
+    check_choice("trainer.schedule", tr.schedule, ("constant", "halving", "plateau", "inverse_sqrt"))
+    check_choice("trainer.early_stopping_metric", tr.early_stopping_metric, ("bleu", "loss"))
+    if not 0 < tr.decay_factor <= 1:
+        raise ConfigError(f"trainer.decay_factor={tr.decay_factor} must be in (0, 1]")
+    if not 0 < m.init_range:
+        raise ConfigError(f"model.init_range={m.init_range} must be > 0")
+    for key in ("batch_tokens", "lr", "log_every", "valid_every", "valid_beam", "accum_steps", "keep_best",
+                "plateau_patience", "max_nonfinite"):
         check_positive(f"trainer.{key}", getattr(tr, key))
-    for key in ("max_steps", "max_epochs", "max_minutes", "clip_norm", "test_beam", "threads"):
+    for key in ("max_steps", "max_epochs", "max_minutes", "clip_norm", "test_beam", "threads", "keep_last",
+                "save_every", "warmup_steps", "batch_sentences", "attention_images", "weight_decay",
+                "early_stopping_patience", "halve_after_epoch"):
         check_positive(f"trainer.{key}", getattr(tr, key), allow_zero=True)
     if not (tr.max_steps or tr.max_epochs or tr.max_minutes):
         raise ConfigError("set at least one of trainer.max_steps, trainer.max_epochs, trainer.max_minutes (all are 0)")

@@ -52,12 +52,22 @@ class Seq2Seq(nn.Module):
     ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """Teacher-forced logits (batch, tgt_len, vocab) and, if asked, attention weights."""
         source, state = self.encode(src, src_lens, host_lens)
-        att, weights = self.decoder(tgt_in, state, source, keep_attention)  # (batch, tgt_len, hidden)
+        att, weights, _ = self.decoder(tgt_in, state, source, keep_attention)  # (batch, tgt_len, hidden)
         return self.decoder.out(att), weights
+
+    @torch.no_grad()
+    def align(
+        self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: torch.Tensor, tgt_in: torch.Tensor
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Attention weights (batch, tgt_len, src_len) and local centres p_t (batch, tgt_len) or
+        None, for a given target (e.g. the model's own translation)."""
+        source, state = self.encode(src, src_lens, host_lens)
+        _, weights, p = self.decoder(tgt_in, state, source, keep_attention=True)
+        return weights, p
 
 
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
-    """Plain wiring from the config; parameters start uniform in ±0.1 as in the paper."""
+    """Plain wiring from the config; parameters start uniform in ±init_range (the paper: 0.1)."""
     if cfg.bidirectional and cfg.hidden_size % 2:
         raise ConfigError(f"model.hidden_size={cfg.hidden_size} must be even for a bidirectional encoder")
     a = cfg.attention
@@ -71,5 +81,5 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
     )
     model = Seq2Seq(encoder, decoder)
     for p in model.parameters():
-        nn.init.uniform_(p, -0.1, 0.1)
+        nn.init.uniform_(p, -cfg.init_range, cfg.init_range)
     return model

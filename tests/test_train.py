@@ -200,3 +200,39 @@ def test_training_pairs_all_over_max_tokens_is_an_error(digits_dir, tmp_path):
     cfg.data.max_tokens = 2  # every string has 3..7 digits
     with pytest.raises(DataError, match="max_tokens"):
         train(cfg, tmp_path / "run")
+
+
+# --------------------------------------------------------------------------- early stopping, non-finite
+def test_early_stopping_on_dev_loss(digits_dir, tmp_path):
+    """With a learning rate too small to change anything, the dev loss stops improving and the
+    run ends after `patience` validations, well before max_steps."""
+    cfg = digits_cfg(digits_dir, max_steps=1000, valid_every=5, test_beam=0, lr=1e-12,
+                     early_stopping_patience=2, early_stopping_metric="loss")
+    metrics = train(cfg, tmp_path / "run")
+    assert metrics["stopped_by"] == "early stopping"
+    assert metrics["steps"] <= 15
+
+
+def test_non_finite_updates_are_skipped_then_stop_the_run(digits_dir, tmp_path, monkeypatch):
+    """A NaN loss never reaches the weights: the update is skipped and counted; after
+    max_nonfinite in a row the run stops with a clear error, the last good checkpoint intact."""
+    import nmt.train as t
+    from nmt.train import TrainingError
+
+    real = t.batch_loss
+    calls = {"n": 0}
+
+    def sometimes_nan(model, batch, label_smoothing=0.0):
+        loss = real(model, batch, label_smoothing)
+        if not model.training:  # dev loss: untouched
+            return loss
+        calls["n"] += 1
+        return loss * float("nan") if calls["n"] > 6 else loss
+
+    monkeypatch.setattr(t, "batch_loss", sometimes_nan)
+    cfg = digits_cfg(digits_dir, max_steps=50, valid_every=3, test_beam=0, max_nonfinite=4)
+    with pytest.raises(TrainingError, match="4 non-finite updates in a row"):
+        train(cfg, tmp_path / "run")
+    state = checkpoint.load(tmp_path / "run" / "checkpoints" / "last.pt")
+    assert state["counters"]["step"] == 6
+    assert all(torch.isfinite(v).all() for v in state["model"].values() if v.is_floating_point())

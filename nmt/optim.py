@@ -1,0 +1,78 @@
+"""Optimizers and learning-rate schedules, with the state a resumed run needs.
+
+Schedules (``trainer.schedule``):
+
+    constant      lr throughout
+    halving       the paper's: lr until epoch ``halve_after_epoch``, then × ``decay_factor``
+                  after every further epoch (Luong et al.: SGD lr 1, halve after epoch 5, or 8
+                  with dropout)
+    plateau       × ``decay_factor`` when dev BLEU has not improved for ``plateau_patience``
+                  validations
+    inverse_sqrt  linear warm-up over ``warmup_steps``, then lr · sqrt(warmup / step)
+
+Any schedule can also have a linear warm-up (``warmup_steps``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+
+from nmt.config import TrainerConfig
+
+
+def build_optimizer(cfg: TrainerConfig, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+class Schedule:
+    """The learning rate as a function of step and epoch, plus the plateau counter."""
+
+    def __init__(self, cfg: TrainerConfig):
+        self.kind, self.base = cfg.schedule, cfg.lr
+        self.warmup, self.halve_after, self.factor = cfg.warmup_steps, cfg.halve_after_epoch, cfg.decay_factor
+        self.patience = cfg.plateau_patience
+        self.scale = 1.0  # plateau: product of the decays so far
+        self.best = -math.inf
+        self.bad = 0
+
+    def lr(self, step: int, epoch: int) -> float:
+        """The rate for update ``step`` (1-based) during ``epoch`` (0-based)."""
+        warm = min(1.0, step / self.warmup) if self.warmup else 1.0
+        if self.kind == "inverse_sqrt":
+            if self.warmup and step <= self.warmup:
+                return self.base * warm
+            return self.base * math.sqrt(max(self.warmup, 1) / max(step, 1))
+        if self.kind == "halving":
+            return self.base * warm * self.factor ** max(0, epoch + 1 - self.halve_after)
+        if self.kind == "plateau":
+            return self.base * warm * self.scale
+        return self.base * warm
+
+    def on_validation(self, bleu: float) -> None:
+        if self.kind != "plateau":
+            return
+        if bleu > self.best:
+            self.best, self.bad = bleu, 0
+        else:
+            self.bad += 1
+            if self.bad >= self.patience:
+                self.scale *= self.factor
+                self.bad = 0
+
+    def state_dict(self) -> dict:
+        return {"scale": self.scale, "best": self.best, "bad": self.bad}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.scale, self.best, self.bad = state["scale"], state["best"], state["bad"]
+
+
+def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
+    for group in opt.param_groups:
+        group["lr"] = lr

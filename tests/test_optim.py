@@ -1,0 +1,52 @@
+"""Learning-rate schedules and optimizers (nmt/optim.py) as pure functions of step and epoch."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from nmt.config import TrainerConfig
+from nmt.optim import Schedule, build_optimizer
+
+
+def sched(**kw) -> Schedule:
+    return Schedule(OmegaConf.structured(TrainerConfig(**kw)))
+
+
+def test_constant_with_warmup():
+    s = sched(lr=0.5, warmup_steps=4)
+    assert [s.lr(step, 0) for step in (1, 2, 4, 100)] == [0.125, 0.25, 0.5, 0.5]
+
+
+def test_luong_halving_after_epoch_k():
+    """The paper: lr 1.0 for epochs 1..5, then halved after every epoch (epochs are 0-based here)."""
+    s = sched(lr=1.0, schedule="halving", halve_after_epoch=5)
+    assert [s.lr(10, e) for e in range(8)] == [1, 1, 1, 1, 1, 0.5, 0.25, 0.125]
+
+
+def test_inverse_sqrt_warms_up_then_decays():
+    s = sched(lr=1e-3, schedule="inverse_sqrt", warmup_steps=100)
+    assert s.lr(50, 0) == pytest.approx(5e-4)
+    assert s.lr(100, 0) == pytest.approx(1e-3)
+    assert s.lr(400, 0) == pytest.approx(5e-4)
+
+
+def test_plateau_decays_after_patience_and_round_trips():
+    s = sched(lr=1.0, schedule="plateau", plateau_patience=2, decay_factor=0.5)
+    for bleu in (10, 12, 11, 11.5):  # two validations without beating 12
+        s.on_validation(bleu)
+    assert s.lr(1, 0) == 0.5
+    t = sched(lr=1.0, schedule="plateau", plateau_patience=2, decay_factor=0.5)
+    t.load_state_dict(s.state_dict())
+    t.on_validation(11)
+    t.on_validation(11)
+    assert t.lr(1, 0) == 0.25 and math.isclose(s.lr(1, 0), 0.5)
+
+
+@pytest.mark.parametrize("name,cls", [("sgd", torch.optim.SGD), ("adam", torch.optim.Adam), ("adamw", torch.optim.AdamW)])
+def test_optimizers(name, cls):
+    opt = build_optimizer(OmegaConf.structured(TrainerConfig(optimizer=name, lr=0.3)), [torch.nn.Parameter(torch.ones(2))])
+    assert isinstance(opt, cls) and opt.param_groups[0]["lr"] == 0.3
