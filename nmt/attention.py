@@ -48,6 +48,9 @@ class LuongAttention(nn.Module):
                 f"(got score {score!r}, hidden {hidden}, heads {heads})"
             )
         self.score, self.mode, self.window, self.heads, self.max_len = score, mode, window, heads, max_len
+        # local modes gather the window instead of masking the source once it is this many
+        # windows long (measured in scripts/benchmark_local.py); math.inf: always mask
+        self.gather_above = 2.0
         if heads > 1:
             self.W_q = nn.Linear(hidden, hidden, bias=False)
             self.W_k = nn.Linear(hidden, hidden, bias=False)
@@ -99,8 +102,6 @@ class LuongAttention(nn.Module):
             context c_t (batch, T, hidden), weights a_t (batch, T, src_len) (the mean over
             heads for multi-head), and p_t (batch, T) for the local modes (None for global).
         """
-        scores = self._scores(query, keys)  # (batch, [heads,] T, src_len)
-        allowed = mask.unsqueeze(1)  # (batch, 1, src_len)
         p = dist = None
         if self.mode != "global":
             if self.mode == "local_m":
@@ -108,6 +109,11 @@ class LuongAttention(nn.Module):
             else:
                 gate = self.v_p(torch.tanh(self.W_p(query))).squeeze(-1)  # (batch, T)
                 p = src_lens.unsqueeze(1) * torch.sigmoid(gate.float())  # (batch, T)
+            if self.heads == 1 and self.score != "location" and mask.size(1) > self.gather_above * (2 * self.window + 1):
+                return self._local_window(query, keys, memory, mask, p)
+        scores = self._scores(query, keys)  # (batch, [heads,] T, src_len)
+        allowed = mask.unsqueeze(1)  # (batch, 1, src_len)
+        if p is not None:
             s = torch.arange(mask.size(1), device=mask.device, dtype=p.dtype)  # (src_len,)
             dist = s.view(1, 1, -1) - p.unsqueeze(-1)  # (batch, T, src_len)
             allowed = allowed & (dist.abs() <= self.window)
@@ -125,6 +131,37 @@ class LuongAttention(nn.Module):
         values = keys[..., H:].view(B, -1, self.heads, H // self.heads).transpose(1, 2)  # (B, heads, S, H/heads)
         context = (weights.to(values.dtype) @ values).transpose(1, 2).reshape(B, T, H)  # (B, T, H)
         return self.W_o(context), weights.mean(1).to(memory.dtype), p
+
+    def _local_window(
+        self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor, p: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Local attention that touches only the 2D + 1 positions around p_t: O(D) per step, not O(S).
+
+        Same weights and context as masking the full source, for sources much longer than the window.
+        """
+        B, T, H = query.shape
+        S, W = mask.size(1), 2 * self.window + 1
+        idx = torch.ceil(p - self.window).long().unsqueeze(-1) + torch.arange(W, device=p.device)  # (B, T, W)
+        inside = (idx >= 0) & (idx < S) & ((idx - p.unsqueeze(-1)).abs() <= self.window)
+        idx = idx.clamp(0, S - 1)
+        inside = inside & mask.gather(1, idx.view(B, T * W)).view(B, T, W)
+        flat = idx.view(B, T * W, 1).expand(-1, -1, H)
+        k = keys.gather(1, flat).view(B, T, W, H)  # (B, T, W, H)
+        v = memory.gather(1, flat).view(B, T, W, H)  # (B, T, W, H)
+        if self.score == "concat":
+            scores = self.v_a(torch.tanh(self.W_q(query).unsqueeze(2) + k)).squeeze(-1)  # (B, T, W)
+        else:
+            scores = (query.unsqueeze(2) * k).sum(-1)  # (B, T, W)
+            if self.score == "scaled_dot":
+                scores = scores / math.sqrt(H)
+        w = torch.softmax(scores.float().masked_fill(~inside, float("-inf")), dim=-1)  # (B, T, W)
+        if self.mode == "local_p":
+            sigma = self.window / 2
+            w = w * torch.exp(-((idx - p.unsqueeze(-1)) ** 2) / (2 * sigma**2))
+        w = w.masked_fill(~inside, 0.0).to(memory.dtype)
+        context = (w.unsqueeze(-1) * v).sum(2)  # (B, T, H)
+        full = memory.new_zeros(B, T, S).scatter_add_(2, idx, w)  # (B, T, S) for callers that look
+        return context, full, p
 
     def _scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         if self.heads > 1:

@@ -7,8 +7,9 @@ sentences carry about twice their real tokens); shuffling the batch order keeps 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Optional, Sequence
+from typing import Optional
 
 import torch
 
@@ -28,7 +29,7 @@ class Batch:
     def size(self) -> int:
         return self.src.size(0)
 
-    def to(self, device: torch.device) -> "Batch":
+    def to(self, device: torch.device) -> Batch:
         nb = device.type == "cuda"
         moved = {
             f.name: (v.to(device, non_blocking=nb) if isinstance(v, torch.Tensor) and f.name not in ("index", "host_lens") else v)

@@ -11,9 +11,10 @@ import logging
 import os
 import random
 import unicodedata
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Optional
 
 import datasets
 

@@ -29,7 +29,7 @@ class Source:
     mask: torch.Tensor  # (batch, src_len) bool, True at real tokens
     lens: torch.Tensor  # (batch,) float source lengths
 
-    def select(self, index: torch.Tensor) -> "Source":
+    def select(self, index: torch.Tensor) -> Source:
         """Rows ``index`` (e.g. repeated for a beam, or the sentences still decoding)."""
         return Source(*(t.index_select(0, index) for t in (self.memory, self.keys, self.mask, self.lens)))
 
@@ -60,32 +60,37 @@ class Decoder(nn.Module):
 
     def forward(
         self, tgt_in: torch.Tensor, state: State, src: Source, keep_attention: bool = False
-    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
         """Teacher-forced pass over a whole target.
 
         Args:
             tgt_in: (batch, tgt_len) BOS y_1 .. y_{n}.
         Returns:
-            h̃ for every step (batch, tgt_len, hidden) and, if asked, the attention
-            weights (batch, tgt_len, src_len).
+            h̃ for every step (batch, tgt_len, hidden) and, if asked, the attention weights
+            (batch, tgt_len, src_len) and the local-attention centres p_t (batch, tgt_len)
+            (None for global attention).
         """
         emb = self.dropout(self.embed(tgt_in))  # (batch, tgt_len, emb)
         T = tgt_in.size(1)
         positions = torch.arange(T, device=tgt_in.device, dtype=torch.float)  # (tgt_len,)
         if not self.input_feeding:
             h, _ = self.rnn(emb, state)  # (batch, tgt_len, hidden)
-            att, a, _ = self._attend(h, src, positions)
-            return att, (a if keep_attention else None)
+            att, a, p = self._attend(h, src, positions)
+            return (att, a, p) if keep_attention else (att, None, None)
         w = self._weights()
         x = self._project_inputs(emb, w)  # (batch, tgt_len, gates)
         feed = emb.new_zeros(emb.size(0), 1, self.hidden)  # h̃_0
-        outs, weights = [], []
+        outs, weights, centres = [], [], []
         for t in range(T):
-            feed, state, a, _ = self._step(x[:, t], feed, state, src, positions[t : t + 1], w)
+            feed, state, a, p = self._step(x[:, t], feed, state, src, positions[t : t + 1], w)
             outs.append(feed)
             if keep_attention:
                 weights.append(a)
-        return torch.cat(outs, 1), (torch.cat(weights, 1) if keep_attention else None)
+                centres.append(p)
+        if not keep_attention:
+            return torch.cat(outs, 1), None, None
+        p_all = torch.cat(centres, 1) if centres[0] is not None else None
+        return torch.cat(outs, 1), torch.cat(weights, 1), p_all
 
     def step(
         self, y_prev: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor

@@ -12,8 +12,9 @@ import json
 import logging
 import os
 import random
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import sentencepiece as spm
 
@@ -67,7 +68,7 @@ class Tokenizer:
         return {"src_model": self.src_model, "tgt_model": self.tgt_model}
 
     @classmethod
-    def from_state(cls, state: dict) -> "Tokenizer":
+    def from_state(cls, state: dict) -> Tokenizer:
         return cls(state["src_model"], state["tgt_model"])
 
     def save(self, folder: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -139,3 +140,32 @@ def test_unknown_score_or_mode():
         LuongAttention("cosine", "global", H)
     with pytest.raises(ValueError, match="mode"):
         LuongAttention("dot", "local", H)
+
+
+@pytest.mark.parametrize("score,mode", list(itertools.product(("dot", "general", "concat", "scaled_dot"),
+                                                               ("local_m", "local_p"))))
+def test_gathering_the_window_equals_masking_the_source(score, mode):
+    """The O(D) path (gather the 2D+1 positions around p_t) gives the same weights, context and
+    gradients as masking the whole source, on long padded sources of mixed lengths."""
+    torch.manual_seed(7)
+    Bq, Sq, Tq, D2 = 3, 40, 6, 3
+    lens = torch.tensor([40, 23, 9])
+    mask = torch.arange(Sq).unsqueeze(0) < lens.unsqueeze(1)
+    results = []
+    for gather_above in (0.0, math.inf):
+        torch.manual_seed(8)
+        att = LuongAttention(score, mode, H, window=D2)
+        att.gather_above = gather_above
+        memory = (torch.randn(Bq, Sq, H) * mask.unsqueeze(-1)).requires_grad_(True)
+        query = torch.randn(Bq, Tq, H, requires_grad=True)
+        pos = torch.arange(Tq, dtype=torch.float) * 5  # local_m: centres spread over the sentence
+        context, w, p = att(query, att.keys(memory), memory, mask, lens.float(), pos)
+        (context * torch.linspace(-1, 1, H)).sum().backward()
+        grads = [query.grad, memory.grad] + [q.grad for q in att.parameters()]
+        results.append((context.detach(), w.detach(), p.detach(), grads))
+    (c1, w1, p1, g1), (c2, w2, p2, g2) = results
+    torch.testing.assert_close(w1, w2)
+    torch.testing.assert_close(c1, c2)
+    torch.testing.assert_close(p1, p2)
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b)

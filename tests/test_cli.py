@@ -141,11 +141,12 @@ def test_evaluate_split_text_output(trained_run, run_cli, explain):
     """--split test re-loads the training corpus's test split; text output names BLEU and the signature."""
     proc = run_cli("nmt.evaluate", trained_run, "--split", "test", "--beam", "2")
     assert proc.returncode == 0, explain(proc)
-    assert proc.stdout.startswith("test: BLEU ")
-    assert "(100 sentences, beam 2)" in proc.stdout
-    assert "nrefs:1|case:mixed" in proc.stdout and "chrF" in proc.stdout
+    header, row = proc.stdout.splitlines()[:2]
+    assert header.split() == ["set", "sents", "refs", "BLEU", "chrF"]
+    assert row.split()[:3] == ["test", "100", "1"]
+    assert "BLEU: nrefs:1|case:mixed" in proc.stdout and "chrF: nrefs:1" in proc.stdout
     metrics = json.loads((trained_run / "metrics.json").read_text())
-    assert f"BLEU {metrics['test_bleu']:.2f}" in proc.stdout  # the same score training reported
+    assert row.split()[3] == f"{metrics['test_bleu']:.2f}"  # the same score training reported
 
 
 def test_evaluate_reference_of_another_length(trained_run, run_cli, tmp_path):
@@ -227,3 +228,88 @@ def test_train_vocabulary_too_small_for_the_characters(run_cli, tmp_path, train_
                    "trainer.valid_every=2", "trainer.test_beam=0", f"hydra.run.dir={tmp_path / 'r'}")
     if proc.returncode != 0:
         assert_clean_failure(proc, "vocab_size", prog="nmt.train")
+
+
+# --------------------------------------------------------------------------- n-best, ensembles, averaging, sets
+def test_translate_n_best_format(trained_run, run_cli, explain):
+    """--n-best 3 prints 'line ||| translation ||| score' lines, up to 3 per input, scores falling."""
+    proc = run_cli("nmt.translate", trained_run, "老师，您好！", "谢谢你！", "--beam", "3", "--n-best", "3")
+    assert proc.returncode == 0, explain(proc)
+    rows = [line.split(" ||| ") for line in proc.stdout.splitlines()]
+    assert {r[0] for r in rows} == {"0", "1"} and all(len(r) == 3 for r in rows)
+    for line_no in ("0", "1"):
+        scores = [float(r[2]) for r in rows if r[0] == line_no]
+        assert 1 <= len(scores) <= 3 and scores == sorted(scores, reverse=True)
+
+
+def test_ensemble_and_average_of_identical_checkpoints_translate_like_one(trained_run, run_cli, tmp_path, explain):
+    """An ensemble of a checkpoint with itself, and the average of two copies of it, give the
+    same translations as the checkpoint alone."""
+    best = trained_run / "checkpoints" / "best.pt"
+    copy = tmp_path / "copy.pt"
+    shutil.copy(best, copy)
+    alone = run_cli("nmt.translate", best, *SENTENCES, "--beam", "2")
+    ens = run_cli("nmt.translate", best, *SENTENCES, "--beam", "2", "--ensemble", copy)
+    assert alone.returncode == 0 and ens.returncode == 0, explain(ens)
+    assert ens.stdout == alone.stdout
+    avg = tmp_path / "avg.pt"
+    proc = run_cli("scripts.average_checkpoints", "--out", avg, best, copy)
+    assert proc.returncode == 0, explain(proc)
+    averaged = run_cli("nmt.translate", avg, *SENTENCES, "--beam", "2")
+    assert averaged.stdout == alone.stdout
+
+
+def test_evaluate_several_sets_in_one_table(trained_run, run_cli, tmp_path, explain):
+    """A corpus split and a file pair with two references: one row each, and a JSON list."""
+    src = ["老师，您好！", "谢谢你！不客气。"]
+    refs = (["Hello, teacher!", "Thank you! You're welcome."], ["Hi, teacher!", "Thanks! No problem."])
+    (tmp_path / "a.zh").write_text("\n".join(src) + "\n", encoding="utf-8")
+    for i, r in enumerate(refs):
+        (tmp_path / f"a{i}.en").write_text("\n".join(r) + "\n", encoding="utf-8")
+    args = ["--split", "test", "--src", tmp_path / "a.zh", "--ref", tmp_path / "a0.en", "--ref", tmp_path / "a1.en",
+            "--beam", "2"]
+    proc = run_cli("nmt.evaluate", trained_run, *args, "--output", tmp_path / "hyps")
+    assert proc.returncode == 0, explain(proc)
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["set", "sents", "refs", "BLEU", "chrF"]
+    assert lines[1].split()[:3] == ["test", "100", "1"]
+    assert lines[2].split()[1:3] == ["2", "2"]
+    assert any("nrefs:1" in ln for ln in lines) and any("nrefs:2" in ln for ln in lines)
+    assert (tmp_path / "hyps" / "test.hyp").read_text(encoding="utf-8").count("\n") == 100
+    as_json = json.loads(run_cli("nmt.evaluate", trained_run, *args, "--json").stdout)
+    assert [r["set"] for r in as_json] == ["test", str(tmp_path / "a.zh")]
+
+
+def test_evaluate_ref_without_src_is_refused(trained_run, run_cli):
+    proc = run_cli("nmt.evaluate", trained_run, "--ref", "x.en")
+    assert proc.returncode == 2 and "--ref must follow a --src" in proc.stderr
+
+
+def test_translate_survives_hostile_input(trained_run, run_cli, explain):
+    """A fuzz test: 2,000 random lines (control characters, emoji, mixed scripts, very long lines,
+    lines of spaces, invalid UTF-8 bytes) give exactly one output line each, each within the length
+    limit (2 x 250 source pieces + 10 tokens at most)."""
+    import random
+
+    rng = random.Random(7)
+    pools = [range(0x20), range(0x4E00, 0x9FA5), range(0x1F600, 0x1F64F), range(0x0400, 0x04FF),
+             range(0x0600, 0x06FF), range(0x20, 0x7F), [0x200B, 0xFEFF, 0x202E, 0x3000, 0x85, 0x2028]]
+    lines = []
+    for i in range(2000):
+        kind = i % 10
+        if kind == 0:
+            lines.append(" " * rng.randint(0, 40))
+        elif kind == 1:
+            lines.append("".join(chr(rng.choice(range(0x4E00, 0x9FA5))) for _ in range(rng.randint(300, 3000))))
+        else:
+            pool = rng.choice(pools)
+            lines.append("".join(chr(rng.choice(pool)) for _ in range(rng.randint(1, 60))))
+    # line separators inside a line would split it: one input line is one \n-terminated record
+    text = "\n".join(ln.replace("\n", " ").replace("\r", " ") for ln in lines) + "\n"
+    data = text.encode("utf-8", errors="surrogatepass") + b"\xff\xfe broken \xc3\n"
+    proc = run_cli("nmt.translate", trained_run, "--beam", "2", input=None, timeout=600,
+                   input_bytes=data)
+    assert proc.returncode == 0, explain(proc)
+    out = proc.stdout.split("\n")
+    assert len(out) - 1 == len(lines) + 1
+    assert all(len(o.split()) <= 2 * 250 + 10 for o in out)

@@ -1,0 +1,74 @@
+"""Attention you can see: heatmaps with readable Chinese, p_t and the window for local modes,
+hard alignments as text, and TensorBoard images during training."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nmt.plot import PlotError, attention_figure, figure_array, find_cjk_font
+
+SENTENCES = ["老师，您好！", "", "图书馆在学校里边。"]
+
+
+def test_a_cjk_font_is_found_and_draws_chinese():
+    from matplotlib.ft2font import FT2Font
+
+    charmap = FT2Font(find_cjk_font()).get_charmap()
+    assert all(ord(c) in charmap for c in "图书馆在学校里边")
+
+
+def test_local_figure_has_centres_and_window():
+    w = np.random.default_rng(0).random((4, 6))
+    fig = attention_figure(w, list("图书馆在学校"), ["▁The", "▁library", ".", "</s>"], np.array([0.5, 1.5, 3, 4.5]), 2)
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 3  # p_t dots and the two window edges
+    assert list(lines[0].get_xdata()) == [0.5, 1.5, 3, 4.5]
+    img = figure_array(fig)
+    assert img.ndim == 3 and img.shape[2] == 3 and img.dtype == np.uint8
+
+
+def test_missing_font_is_a_clear_error(monkeypatch, tmp_path):
+    find_cjk_font.cache_clear()
+    monkeypatch.setenv("NMT_CJK_FONT", str(tmp_path / "none.ttf"))
+    with pytest.raises(PlotError, match="NMT_CJK_FONT"):
+        find_cjk_font()
+    find_cjk_font.cache_clear()
+
+
+def test_translate_plots_and_prints_attention(trained_run, run_cli, tmp_path, explain):
+    out = tmp_path / "plots"
+    proc = run_cli("nmt.translate", trained_run, *SENTENCES, "--beam", "2", "--plot-attention", out,
+                   "--print-attention")
+    assert proc.returncode == 0, explain(proc)
+    lines = proc.stdout.splitlines()
+    assert len(lines) == len(SENTENCES)
+    for line in (lines[0], lines[2]):
+        hyp, pairs = line.split(" ||| ")
+        n_src = 20  # far above the pieces of these sentences
+        for pair in pairs.split():
+            i, j = map(int, pair.split("-"))
+            assert 0 <= i < n_src and j >= 0
+    assert lines[1] == " ||| "
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert pngs == ["000000.png", "000002.png"]
+    assert (out / "000000.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_translate_without_a_font_fails_before_translating(trained_run, run_cli, tmp_path, cli_env):
+    import subprocess
+    import sys
+
+    env = dict(cli_env, NMT_CJK_FONT=str(tmp_path / "missing.otf"))
+    proc = subprocess.run([sys.executable, "-m", "nmt.translate", str(trained_run), "你好", "--plot-attention",
+                           str(tmp_path / "p")], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1 and "nmt.translate: error: NMT_CJK_FONT" in proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+
+
+def test_training_writes_attention_images(trained_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(next((trained_run / "tensorboard").glob("events.*"))), size_guidance={"images": 0})
+    acc.Reload()
+    assert {"attention/dev0", "attention/dev1", "attention/dev2"} <= set(acc.Tags()["images"])
