@@ -48,9 +48,10 @@ class LuongAttention(nn.Module):
                 f"(got score {score!r}, hidden {hidden}, heads {heads})"
             )
         self.score, self.mode, self.window, self.heads, self.max_len = score, mode, window, heads, max_len
-        # local modes gather the window instead of masking the source once it is this many
-        # windows long (measured in scripts/benchmark_local.py); math.inf: always mask
-        self.gather_above = 2.0
+        # local modes gather the 2D + 1 window instead of masking the whole source once the source
+        # is this many windows long. On a 2-core CPU with hidden 256 gathering did not pay even
+        # at 200 positions (scripts/benchmark_local.py): per-step op overhead dominates there.
+        self.gather_above = 20.0
         if heads > 1:
             self.W_q = nn.Linear(hidden, hidden, bias=False)
             self.W_k = nn.Linear(hidden, hidden, bias=False)

@@ -208,6 +208,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
     tr = cfg.trainer
     rank, world_size, device = distributed.setup(tr.device)
     main = rank == 0
+    if tr.precision == "fp16" and device.type != "cuda":
+        raise ConfigError(f"trainer.precision=fp16 needs a CUDA device (this run is on {device}); use bf16 or fp32")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     set_threads(tr.threads or max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
     random.seed(tr.seed)
@@ -478,6 +480,15 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         "peak_memory_mb": peak_memory_mb(device), "best_valid_bleu": counters["best_bleu"], "history": history,
         "stopped_by": stop_reason or "budget",
     }
+    if main and tr.valid_max_sentences and len(corpus["dev"]) > len(dev_src):  # the full dev split, once
+        best_model, _, _, _ = checkpoint.load_model(ckpt_dir / "best.pt", device)
+        full = corpus["dev"]
+        scores, _ = evaluate(best_model, tok, normalize, list(full["src"]), [list(full["tgt"])], cfg.data.tgt_lang,
+                             beam=tr.valid_beam, device=device)
+        metrics.update(full_dev_bleu=scores.bleu, full_dev_chrf=scores.chrf)
+        writer.add_scalar("valid/full_dev_bleu", scores.bleu, counters["step"])
+        log.info("full dev split (%d sentences, best checkpoint): BLEU %.2f | chrF %.2f", len(full), scores.bleu,
+                 scores.chrf)
     if main and "test" in corpus and tr.test_beam:
         best_model, _, _, _ = checkpoint.load_model(ckpt_dir / "best.pt", device)
         scores, _ = evaluate(best_model, tok, normalize, list(corpus["test"]["src"]), [list(corpus["test"]["tgt"])],

@@ -313,3 +313,30 @@ def test_translate_survives_hostile_input(trained_run, run_cli, explain):
     out = proc.stdout.split("\n")
     assert len(out) - 1 == len(lines) + 1
     assert all(len(o.split()) <= 2 * 250 + 10 for o in out)
+
+
+def test_translate_is_interactive_at_a_terminal(trained_run, cli_env):
+    """With a terminal on stdin, translate prompts and answers each line as it is typed."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import time
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "nmt.translate", str(trained_run), "--beam", "2"], stdin=slave,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env, text=True)
+    os.close(slave)
+    try:
+        deadline = time.time() + 120
+        err = ""
+        while "Type a sentence" not in err and time.time() < deadline:
+            err += proc.stderr.readline()
+        os.write(master, "老师，您好！\n".encode())
+        first = proc.stdout.readline()  # answered before end of input
+        assert first.endswith("\n")
+        os.write(master, b"\x04")  # Ctrl-D
+        assert proc.wait(timeout=60) == 0
+    finally:
+        os.close(master)
+        proc.kill()

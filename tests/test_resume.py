@@ -64,6 +64,8 @@ def test_resumed_run_matches_an_uninterrupted_one(run_cli, tmp_path, explain):
     a, b = losses(full), losses(split)
     assert sorted(b) == [5, 10, 15, 20, 25, 30, 35, 40]
     assert b == pytest.approx(a, rel=1e-6, abs=1e-6)
+    print("uninterrupted:", {k: round(v, 6) for k, v in sorted(a.items())})
+    print("stopped at 20 and resumed:", {k: round(v, 6) for k, v in sorted(b.items())})
     assert checkpoint.load(split / "checkpoints" / "last.pt")["counters"]["step"] == 40
     info = json.loads((split / "run_info.json").read_text())
     assert info["version"] and "git_commit" in info
@@ -175,5 +177,6 @@ def test_ddp_two_processes_match_one_with_the_same_global_batch(cli_env, run_cli
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5, msg=k)
+    print("DDP vs single: largest weight difference", max(float((a[k] - b[k]).abs().max()) for k in a))
     assert losses(ddp).keys() == {4, 8, 12}
     assert len(list((ddp / "tensorboard").glob("events.*"))) == 1  # rank 0 alone logs

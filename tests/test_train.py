@@ -236,3 +236,25 @@ def test_non_finite_updates_are_skipped_then_stop_the_run(digits_dir, tmp_path, 
     state = checkpoint.load(tmp_path / "run" / "checkpoints" / "last.pt")
     assert state["counters"]["step"] == 6
     assert all(torch.isfinite(v).all() for v in state["model"].values() if v.is_floating_point())
+
+
+def test_bf16_trains_on_cpu_and_fp16_is_refused_there(digits_dir, tmp_path):
+    """bf16 autocast trains with finite, falling losses; fp16 (oneDNN has no fp16 LSTM on CPU)
+    is a clear error before anything is written."""
+    metrics = train(digits_cfg(digits_dir, max_steps=40, valid_every=20, test_beam=0, precision="bf16"), tmp_path / "r")
+    losses = [h["valid_loss"] for h in metrics["history"]]
+    assert all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
+    with pytest.raises(ConfigError, match="fp16 needs a CUDA device"):
+        train(digits_cfg(digits_dir, max_steps=4, precision="fp16"), tmp_path / "r16")
+    assert not (tmp_path / "r16").exists()
+
+
+def test_keep_best_and_last_and_full_dev_at_the_end(digits_dir, tmp_path):
+    """keep_last=2 keeps the two newest step checkpoints, keep_best=2 the two best; with a dev
+    subsample for frequent validation, the whole dev split is scored once at the end."""
+    run = tmp_path / "r"
+    metrics = train(digits_cfg(digits_dir, max_steps=20, valid_every=4, test_beam=0, keep_last=2, keep_best=2,
+                               valid_max_sentences=10), run)
+    assert sorted(p.name for p in (run / "checkpoints").glob("step*.pt")) == ["step00000016.pt", "step00000020.pt"]
+    assert len(list((run / "checkpoints").glob("best_step*.pt"))) <= 2
+    assert "full_dev_bleu" in metrics
