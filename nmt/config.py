@@ -35,6 +35,10 @@ class DataConfig:
     max_chars: int = 400  # cleaning: drop pairs with a side longer than this (characters)
     max_tokens: int = 50  # training: drop train pairs with a side longer than this (pieces)
     opencc: Optional[str] = None  # e.g. "t2s": traditional -> simplified for the Chinese side
+    max_ratio: float = 9.0  # drop pairs whose length ratio (CJK characters / other words) exceeds this; 0 = off
+    dedup: bool = True  # drop exact duplicate pairs from the train split
+    drop_control: bool = True  # drop pairs with control characters
+    script_check: bool = False  # drop a Chinese side without CJK, or another side that is mostly CJK
 
 
 @dataclass
@@ -148,6 +152,7 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         raise ConfigError("data.source=hub needs data.name (a hub dataset or a local path)")
     if d.opencc is not None:
         check_choice("data.opencc", d.opencc, ("t2s", "tw2s", "hk2s", "s2t"))
+    check_positive("data.max_ratio", d.max_ratio, allow_zero=True)
     for key in ("dev_size", "test_size", "max_chars", "max_tokens"):
         check_positive(f"data.{key}", getattr(d, key), allow_zero=key.endswith("size"))
     check_choice("tokenizer.model_type", t.model_type, ("unigram", "bpe", "char", "word"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from functools import lru_cache
@@ -180,32 +181,66 @@ def _to_dataset(pairs: Iterable[tuple[str, str]]) -> datasets.Dataset:
 
 
 # --------------------------------------------------------------------------- cleaning
-def clean(ds: datasets.Dataset, cfg: DataConfig, split: str) -> datasets.Dataset:
-    """Normalize both sides, drop empty and over-long pairs; log what was dropped and why."""
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0/C1 controls left after normalization
+
+
+def length_units(text: str) -> int:
+    """Length comparable across scripts: one unit per CJK character, one per other word."""
+    n_cjk = len(CJK.findall(text))
+    return n_cjk + len(CJK.sub(" ", text).split())
+
+
+def clean(ds: datasets.Dataset, cfg: DataConfig, split: str, report: Optional[dict] = None) -> datasets.Dataset:
+    """Normalize both sides and drop what cannot be a useful pair, counting each reason.
+
+    Every split: empty sides, sides over ``max_chars``, control characters, a length ratio
+    over ``max_ratio``, and (with ``script_check``) a Chinese side without CJK or a
+    non-Chinese side that is mostly CJK. The train split also loses exact duplicate pairs
+    (``dedup``). Counts are logged and added to ``report[split]``.
+    """
     ns, nt = src_normalizer(cfg), tgt_normalizer(cfg)
+    zh = [lang.startswith("zh") for lang in (cfg.src_lang, cfg.tgt_lang)]
+    counts = dict.fromkeys(("empty", "too_long", "control_chars", "length_ratio", "wrong_script", "duplicate"), 0)
+    seen: set[tuple[str, str]] = set()
     src, tgt = [], []
-    empty = long = 0
     for s, t in zip(ds["src"], ds["tgt"]):
         s, t = ns(s), nt(t)
         if not s or not t:
-            empty += 1
+            counts["empty"] += 1
         elif len(s) > cfg.max_chars or len(t) > cfg.max_chars:
-            long += 1
+            counts["too_long"] += 1
+        elif cfg.drop_control and (CONTROL.search(s) or CONTROL.search(t)):
+            counts["control_chars"] += 1
+        elif cfg.max_ratio and max(a := length_units(s), b := length_units(t)) > cfg.max_ratio * max(1, min(a, b)):
+            counts["length_ratio"] += 1
+        elif cfg.script_check and any(
+            (is_zh and not CJK.search(x)) or (not is_zh and len(CJK.findall(x)) * 2 > len(x.replace(" ", "")))
+            for x, is_zh in ((s, zh[0]), (t, zh[1]))
+        ):
+            counts["wrong_script"] += 1
+        elif cfg.dedup and split == "train" and (s, t) in seen:
+            counts["duplicate"] += 1
         else:
+            if cfg.dedup and split == "train":
+                seen.add((s, t))
             src.append(s)
             tgt.append(t)
-    log.info(
-        "%s: %d pairs kept of %d (%d with an empty side, %d over %d characters)",
-        split, len(src), len(ds), empty, long, cfg.max_chars,
-    )
+    dropped = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items() if v) or "none dropped"
+    log.info("%s: %d pairs kept of %d (%s)", split, len(src), len(ds), dropped)
+    if report is not None:
+        report[split] = {"read": len(ds), "kept": len(src), **counts}
     return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
 
 
-def load_corpus(cfg: DataConfig, need: Iterable[str] = ("train", "dev")) -> datasets.DatasetDict:
-    """Load, clean, and check that every split in ``need`` is present and non-empty."""
+def load_corpus(
+    cfg: DataConfig, need: Iterable[str] = ("train", "dev"), report: Optional[dict] = None
+) -> datasets.DatasetDict:
+    """Load, clean, and check that every split in ``need`` is present and non-empty; the
+    cleaning counts per split go into ``report`` when one is given."""
     loaders = {"hsk": load_hsk, "files": load_files, "hub": load_hub}
     raw = loaders[cfg.source](cfg)
-    out = datasets.DatasetDict({k: clean(v, cfg, k) for k, v in raw.items()})
+    out = datasets.DatasetDict({k: clean(v, cfg, k, report) for k, v in raw.items()})
     for split in need:
         if split not in out:
             where = cfg.dir or cfg.name or cfg.source

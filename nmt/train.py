@@ -220,7 +220,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
 
     # data, tokenizer, resume
     resumed = _resume_state(tr.resume, run_dir)
-    corpus = load_corpus(cfg.data, need=("train", "dev"))
+    data_report: dict = {}
+    corpus = load_corpus(cfg.data, need=("train", "dev"), report=data_report)
     ckpt_dir = run_dir / "checkpoints"
     if resumed is None and (ckpt_dir / "last.pt").exists():
         raise ConfigError(
@@ -287,6 +288,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         info = {"version": __version__, "git_commit": _git_commit(), "torch": torch.__version__,
                 "argv": sys.argv, "world_size": world_size, "device": str(device)}
         (run_dir / "run_info.json").write_text(json.dumps(info, indent=1))
+        (run_dir / "data_report.json").write_text(json.dumps(data_report, indent=1))
 
     def state() -> dict:
         return {

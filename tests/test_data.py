@@ -38,10 +38,13 @@ def test_hsk_drops_placeholders_and_partitions_the_rest(hsk_corpus):
             if not (en := r["translation"]["en"].strip().lower()).startswith("placeholder") and en != "ph"]
     assert len(real) == 4354 - 82
     assert (len(hsk_corpus["dev"]), len(hsk_corpus["test"])) == (100, 100)
-    assert len(hsk_corpus["train"]) == len(real) - 200
-    got = Counter(p for s in ("train", "dev", "test") for p in zip(hsk_corpus[s]["src"], hsk_corpus[s]["tgt"]))
     nfkc = lambda t: " ".join(unicodedata.normalize("NFKC", t).split())  # noqa: E731
-    assert got == Counter((nfkc(zh), nfkc(en)) for zh, en in real)
+    expected = Counter((nfkc(zh), nfkc(en)) for zh, en in real)
+    got = Counter(p for s in ("train", "dev", "test") for p in zip(hsk_corpus[s]["src"], hsk_corpus[s]["tgt"]))
+    # the train split keeps one copy of a repeated pair (data.dedup); nothing else is lost
+    assert len(hsk_corpus["train"]) == len(real) - 200 - sum((expected - got).values())
+    assert set(got) == set(expected) and all(got[p] >= 1 for p in expected)
+    assert sum((expected - got).values()) <= 5
 
 
 def test_hsk_split_is_seeded():
@@ -203,3 +206,28 @@ def test_opencc_applies_to_the_chinese_side_only(tmp_path):
     corpus = load_corpus(data_cfg(source="files", dir=str(tmp_path), opencc="t2s"))
     assert list(corpus["train"]["src"]) == [SIMP]
     assert list(corpus["train"]["tgt"]) == ["This is a test (測試)"]
+
+
+def test_filters_are_counted_per_reason():
+    """Control characters, length ratio, wrong script and (train only) duplicates are dropped,
+    each counted in the report next to empty and over-long pairs."""
+    ds = datasets.Dataset.from_dict({
+        "src": ["你好", "你好", "坏\x07了", "一", "hello there", "好的", "我们走吧", ""],
+        "tgt": ["hello", "hello", "broken", "one two three four five six seven eight nine ten", "你好吗", "你好你好",
+                "let's go", "x"],
+    })
+    report: dict = {}
+    out = clean(ds, data_cfg(script_check=True), "train", report)
+    assert list(out["src"]) == ["你好", "我们走吧"]
+    assert report["train"] == {"read": 8, "kept": 2, "empty": 1, "too_long": 0, "control_chars": 1,
+                               "length_ratio": 1, "wrong_script": 2, "duplicate": 1}
+    dev = clean(ds, data_cfg(script_check=False, dedup=True), "dev", report)
+    assert len(dev) == 5 and report["dev"]["duplicate"] == 0  # held-out splits keep duplicates
+
+
+def test_training_writes_the_data_report(trained_run):
+    import json
+
+    report = json.loads((trained_run / "data_report.json").read_text())
+    assert {"train", "dev", "test"} <= report.keys()
+    assert report["train"]["read"] >= report["train"]["kept"] > 0
