@@ -14,7 +14,6 @@ import os
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
 
 import sentencepiece as spm
 
@@ -145,7 +144,3 @@ def load_or_train(
     src = _cached(src_texts, cfg.src_vocab_size, cfg, cache, seed)
     tgt = _cached(tgt_texts, cfg.tgt_vocab_size, cfg, cache, seed)
     return Tokenizer(src, tgt)
-
-
-def load_model_file(path: Optional[str]) -> bytes:
-    return Path(str(path)).read_bytes()
