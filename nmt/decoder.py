@@ -93,18 +93,20 @@ class Decoder(nn.Module):
         return torch.cat(outs, 1), torch.cat(weights, 1), p_all
 
     def step(
-        self, y_prev: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor
+        self, y_prev: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor,
+        weights: Optional[list] = None,
     ) -> tuple[torch.Tensor, torch.Tensor, State, torch.Tensor, Optional[torch.Tensor]]:
         """One decoding step for search.
 
         Args:
             y_prev: (batch,) previous tokens; feed: (batch, 1, hidden) h̃_{t-1};
-            position: (1,) float step index t.
+            position: (1,) float step index t; weights: ``step_weights()``, computed once
+            per search instead of at every step (computed here when not given).
         Returns:
             log-probabilities (batch, vocab), h̃_t (batch, 1, hidden), the new state,
             weights (batch, 1, src_len) and p_t (batch, 1) or None.
         """
-        w = self._weights()
+        w = self._weights() if weights is None else weights
         x = self._project_inputs(self.dropout(self.embed(y_prev)), w)  # (batch, gates)
         feed, state, a, p = self._step(x, feed, state, src, position, w)
         logp = torch.log_softmax(self.out(feed).squeeze(1).float(), dim=-1)  # (batch, vocab)
@@ -113,6 +115,10 @@ class Decoder(nn.Module):
     # The input-feeding RNN runs one step at a time. For an LSTM the cell is written out with
     # the nn.LSTM's own parameters: the embedding half of layer 0's input projection is then
     # one matmul over all steps, and each layer's step is one matmul over [input; h].
+    def step_weights(self) -> Optional[list[tuple[torch.Tensor, Optional[torch.Tensor]]]]:
+        """The per-layer [input; h] weight matrices of the input-feeding LSTM (None otherwise)."""
+        return self._weights()
+
     def _weights(self) -> Optional[list[tuple[torch.Tensor, Optional[torch.Tensor]]]]:
         if not self.input_feeding or self.rnn.mode != "LSTM":
             return None

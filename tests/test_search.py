@@ -128,7 +128,7 @@ def bigram_model(make_model, monkeypatch):
         for tok, prob in row.items():
             table[prev, tok] = math.log(prob)
 
-    def step(y_prev, feed, state, src, position):
+    def step(y_prev, feed, state, src, position, weights=None):
         return table[y_prev].clone(), feed, state, None, None
 
     monkeypatch.setattr(model.decoder, "step", step)
