@@ -39,6 +39,11 @@ class DataConfig:
     dedup: bool = True  # drop exact duplicate pairs from the train split
     drop_control: bool = True  # drop pairs with control characters
     script_check: bool = False  # drop a Chinese side without CJK, or another side that is mostly CJK
+    format: str = "text"  # files: text ({split}.{lang} pairs) | tsv ({split}.tsv, one pair per row)
+    tsv_columns: Optional[list[str]] = None  # files, tsv: the language of each column; None = [src_lang, tgt_lang]
+    holdout: bool = False  # hub: carve dev/test (dev_size/test_size pairs, seeded) from train if the dataset lacks them
+    num_proc: int = 0  # processes for cleaning and encoding; 0 = one per core for corpora over 50k pairs
+    cache: bool = True  # reuse the cleaned and encoded corpus from $NMT_CACHE/data when corpus and settings match
 
 
 @dataclass
@@ -48,7 +53,7 @@ class TokenizerConfig:
     src_vocab_size: int = 4000
     tgt_vocab_size: int = 4000
     character_coverage: float = 0.9995
-    input_sentence_size: int = 2_000_000  # sample at most this many sentences to train on
+    input_sentence_size: int = 1_000_000  # train on a seeded random sample of at most this many sentences per side
     cache_dir: Optional[str] = None  # trained models are cached here; None = $NMT_CACHE or ~/.cache/nmt
 
 
@@ -153,6 +158,10 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     if d.opencc is not None:
         check_choice("data.opencc", d.opencc, ("t2s", "tw2s", "hk2s", "s2t"))
     check_positive("data.max_ratio", d.max_ratio, allow_zero=True)
+    check_choice("data.format", d.format, ("text", "tsv"))
+    check_positive("data.num_proc", d.num_proc, allow_zero=True)
+    if d.tsv_columns is not None and sorted(d.tsv_columns) != sorted([d.src_lang, d.tgt_lang]):
+        raise ConfigError(f"data.tsv_columns={list(d.tsv_columns)} must name {d.src_lang} and {d.tgt_lang} once each")
     for key in ("dev_size", "test_size", "max_chars", "max_tokens"):
         check_positive(f"data.{key}", getattr(d, key), allow_zero=key.endswith("size"))
     check_choice("tokenizer.model_type", t.model_type, ("unigram", "bpe", "char", "word"))

@@ -64,7 +64,7 @@ class _AddSet(argparse.Action):
 
 def _load_set(s: dict, cfg) -> tuple[list[str], list[list[str]]]:
     if s["kind"] == "split":
-        split = load_corpus(cfg.data, need=(s["name"],))[s["name"]]
+        split = load_corpus(cfg.data, need=(s["name"],), splits=(s["name"],))[s["name"]]
         return list(split["src"]), [list(split["tgt"])]
     src = read_lines(Path(s["name"]))
     refs = [read_lines(Path(r)) for r in s["refs"]]
