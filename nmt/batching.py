@@ -7,10 +7,12 @@ sentences carry about twice their real tokens); shuffling the batch order keeps 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Optional
 
+import datasets
+import numpy as np
 import torch
 
 from nmt.tokenizer import BOS, EOS, PAD
@@ -64,19 +66,78 @@ def make_batch(src: Sequence[Sequence[int]], tgt: Optional[Sequence[Sequence[int
     return b
 
 
-def _cut(order: list[int], cost_len: Sequence[int], batch_tokens: int, max_sentences: int) -> list[list[int]]:
-    """Cut an ordered list of indices into groups whose padded size fits the budget."""
-    groups, cur, longest = [], [], 0
-    for i in order:
-        new_longest = max(longest, cost_len[i])
-        if cur and (new_longest * (len(cur) + 1) > batch_tokens or len(cur) >= max_sentences):
-            groups.append(cur)
-            cur, new_longest = [], cost_len[i]
-        cur.append(i)
+class Pairs:
+    """Piece ids of aligned training pairs: Python lists, or an Arrow dataset on disk
+    (memory-mapped: a corpus larger than memory costs only its two length arrays here)."""
+
+    def __init__(self, src_lens: np.ndarray, tgt_lens: np.ndarray, rows: Callable[[list[int]], tuple[list, list]]):
+        self.src_lens, self.tgt_lens, self.rows = src_lens, tgt_lens, rows  # (pairs,) int32 each
+
+    @classmethod
+    def from_lists(cls, src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]]) -> Pairs:
+        lens = [np.fromiter(map(len, side), dtype=np.int32, count=len(side)) for side in (src, tgt)]
+        return cls(*lens, lambda idx: ([src[i] for i in idx], [tgt[i] for i in idx]))
+
+    @classmethod
+    def from_dataset(cls, ds: datasets.Dataset) -> Pairs:
+        """``ds`` has columns src_ids, tgt_ids, src_len, tgt_len (written by nmt.prepare)."""
+        lens = [ds.data.column(c).to_numpy().astype(np.int32) for c in ("src_len", "tgt_len")]
+
+        def rows(idx: list[int]) -> tuple[list, list]:
+            got = ds.select_columns(["src_ids", "tgt_ids"])[idx]
+            return got["src_ids"], got["tgt_ids"]
+
+        return cls(*lens, rows)
+
+    def __len__(self) -> int:
+        return len(self.src_lens)
+
+
+def _cut(order: np.ndarray, cost: np.ndarray, batch_tokens: int, max_sentences: int) -> list[tuple[int, int]]:
+    """Cut an ordered index array into [start, end) runs whose padded size fits the budget."""
+    groups, start, longest = [], 0, 0
+    for pos, c in enumerate(cost[order].tolist()):
+        new_longest = max(longest, c)
+        n = pos - start
+        if n and (new_longest * (n + 1) > batch_tokens or n >= max_sentences):
+            groups.append((start, pos))
+            start, new_longest = pos, c
         longest = new_longest
-    if cur:
-        groups.append(cur)
+    if start < len(order):
+        groups.append((start, len(order)))
     return groups
+
+
+class Epoch(Sequence):
+    """One epoch of training batches, made when indexed (an epoch of a large corpus is not held)."""
+
+    def __init__(self, pairs: Pairs, order: np.ndarray, groups: list[tuple[int, int]]):
+        self.pairs, self.order, self.groups = pairs, order, groups
+
+    def __len__(self) -> int:
+        return len(self.groups)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        start, end = self.groups[i]
+        idx = self.order[start:end].tolist()
+        src, tgt = self.pairs.rows(idx)
+        return make_batch(src, tgt, idx)
+
+
+def epoch_batches(pairs: Pairs, batch_tokens: int, rng: random.Random, max_sentences: int = 100_000) -> Epoch:
+    """One epoch of batches: sorted by length with random tie-breaks, in shuffled order.
+
+    Sorting by target then source length keeps padding small; the order depends only on ``rng``
+    (its state at the epoch's start is what a checkpoint keeps to resume mid-epoch).
+    """
+    ties = np.random.default_rng(rng.getrandbits(63)).random(len(pairs))  # (pairs,)
+    order = np.lexsort((ties, pairs.src_lens, pairs.tgt_lens))  # last key sorts first
+    cost = np.maximum(pairs.src_lens, pairs.tgt_lens + 1)
+    groups = _cut(order, cost, batch_tokens, max_sentences)
+    rng.shuffle(groups)
+    return Epoch(pairs, order, groups)
 
 
 def train_batches(
@@ -85,18 +146,15 @@ def train_batches(
     batch_tokens: int,
     rng: random.Random,
     max_sentences: int = 100_000,
-) -> list[Batch]:
-    """One epoch of batches: sorted by length with random tie-breaks, in shuffled order."""
-    cost = [max(len(s), len(t) + 1) for s, t in zip(src, tgt)]
-    keys = [(len(t), len(s), rng.random()) for s, t in zip(src, tgt)]
-    order = sorted(range(len(src)), key=keys.__getitem__)
-    groups = _cut(order, cost, batch_tokens, max_sentences)
-    rng.shuffle(groups)
-    return [make_batch([src[i] for i in g], [tgt[i] for i in g], g) for g in groups]
+) -> Epoch:
+    """``epoch_batches`` over pairs held in lists."""
+    return epoch_batches(Pairs.from_lists(src, tgt), batch_tokens, rng, max_sentences)
 
 
 def inference_batches(src: Sequence[Sequence[int]], batch_tokens: int, max_sentences: int = 1000) -> list[Batch]:
     """Batches of sources sorted by length; ``Batch.index`` maps rows back to input order."""
     cost = [max(len(s), 1) for s in src]
     order = sorted(range(len(src)), key=cost.__getitem__)
-    return [make_batch([src[i] for i in g], None, g) for g in _cut(order, cost, batch_tokens, max_sentences)]
+    order = np.asarray(order, dtype=np.int64)
+    return [make_batch([src[i] for i in order[a:b]], None, order[a:b].tolist())
+            for a, b in _cut(order, np.asarray(cost), batch_tokens, max_sentences)]

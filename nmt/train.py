@@ -32,16 +32,17 @@ from omegaconf.errors import OmegaConfBaseException
 from torch.utils.tensorboard import SummaryWriter
 
 from nmt import __version__, checkpoint, distributed
-from nmt.batching import Batch, train_batches
+from nmt.batching import Batch, epoch_batches, train_batches
 from nmt.checkpoint import CheckpointError
 from nmt.config import ConfigError, register, to_dict, validate
-from nmt.data import DataError, load_corpus, src_normalizer
+from nmt.data import DataError, src_normalizer
 from nmt.device import autocast, set_threads
 from nmt.evaluate import evaluate
 from nmt.model import Seq2Seq, build_model
 from nmt.optim import Schedule, build_optimizer, set_lr
 from nmt.plot import PlotError, attention_figure, figure_array
-from nmt.tokenizer import PAD, Tokenizer, load_or_train
+from nmt.prepare import prepare
+from nmt.tokenizer import PAD, Tokenizer
 from nmt.translate import align
 
 log = logging.getLogger("nmt.train")
@@ -220,35 +221,27 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
 
     # data, tokenizer, resume
     resumed = _resume_state(tr.resume, run_dir)
-    data_report: dict = {}
-    corpus = load_corpus(cfg.data, need=("train", "dev"), report=data_report)
+    if resumed is not None:
+        cfg = _merge_resumed_config(cfg, resumed)
+    if not main:  # rank 0 prepares the corpus and sentencepiece; the others read its cache
+        distributed.barrier()
+    prepared = prepare(cfg.data, cfg.tokenizer, seed=tr.seed,
+                       tokenizer=Tokenizer.from_state(resumed["tokenizer"]) if resumed is not None else None)
+    if main:
+        distributed.barrier()
     ckpt_dir = run_dir / "checkpoints"
     if resumed is None and (ckpt_dir / "last.pt").exists():
         raise ConfigError(
             f"{run_dir} already holds checkpoints: continue it with trainer.resume=auto, or choose another hydra.run.dir"
         )
-    if resumed is not None:
-        cfg = _merge_resumed_config(cfg, resumed)
-        tok = Tokenizer.from_state(resumed["tokenizer"])
-    else:
-        src_all, tgt_all = list(corpus["train"]["src"]), list(corpus["train"]["tgt"])
-        if not main:  # rank 0 trains sentencepiece; the others read its cache
-            distributed.barrier()
-        tok = load_or_train(cfg.tokenizer, src_all, tgt_all, seed=tr.seed)
-        if main:
-            distributed.barrier()
-    src_text, tgt_text = list(corpus["train"]["src"]), list(corpus["train"]["tgt"])
-    log.info("vocabulary: %d source / %d target pieces", tok.src_vocab_size, tok.tgt_vocab_size)
-    train_src, train_tgt = encode_train(tok, src_text, tgt_text, cfg.data.max_tokens)
-    if not train_src:
-        raise DataError(
-            f"no training pairs left: all {len(src_text)} have a side over data.max_tokens={cfg.data.max_tokens} pieces"
-        )
-    dev = corpus["dev"]
+    tok, train_pairs, data_report = prepared.tokenizer, prepared.train, prepared.report
+    log.info("vocabulary: %d source / %d target pieces | %d training pairs", tok.src_vocab_size,
+             tok.tgt_vocab_size, len(train_pairs))
+    dev = prepared.dev
     if tr.valid_max_sentences:
         dev = dev.select(range(min(tr.valid_max_sentences, len(dev))))
     dev_src, dev_tgt = list(dev["src"]), list(dev["tgt"])
-    dev_batches = train_batches(tok.encode_src(dev_src), tok.encode_tgt(dev_tgt), tr.batch_tokens, random.Random(0))
+    dev_batches = list(train_batches(tok.encode_src(dev_src), tok.encode_tgt(dev_tgt), tr.batch_tokens, random.Random(0)))
     normalize = src_normalizer(cfg.data)
 
     # model, optimizer, schedule
@@ -369,7 +362,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
     # the loop
     max_sents = tr.batch_sentences or 100_000
     per_update = world_size * tr.accum_steps  # batches of the epoch list consumed by one update
-    n_batches = len(train_batches(train_src, train_tgt, tr.batch_tokens, random.Random(0), max_sents))
+    n_batches = len(epoch_batches(train_pairs, tr.batch_tokens, random.Random(0), max_sents))
     updates_per_epoch = max(1, n_batches // per_update)
     budget = Budget(tr.max_steps, tr.max_epochs, tr.max_minutes, updates_per_epoch)
     log.info("training: %d updates per epoch (%d batch(es) each), budget %s", updates_per_epoch, per_update,
@@ -386,7 +379,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
                 counters["epoch_rng"], counters["update_in_epoch"] = rng.getstate(), 0
             else:  # resuming inside an epoch: rebuild its batch order, then skip what was done
                 rng.setstate(counters["epoch_rng"])
-            batches = train_batches(train_src, train_tgt, tr.batch_tokens, rng, max_sents)
+            batches = epoch_batches(train_pairs, tr.batch_tokens, rng, max_sents)
             n_updates = len(batches) // per_update
             if n_updates == 0:
                 raise DataError(f"{len(batches)} training batches cannot make one update of {per_update} "
@@ -482,18 +475,19 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         "peak_memory_mb": peak_memory_mb(device), "best_valid_bleu": counters["best_bleu"], "history": history,
         "stopped_by": stop_reason or "budget",
     }
-    if main and tr.valid_max_sentences and len(corpus["dev"]) > len(dev_src):  # the full dev split, once
+    if main and tr.valid_max_sentences and len(prepared.dev) > len(dev_src):  # the full dev split, once
         best_model, _, _, _ = checkpoint.load_model(ckpt_dir / "best.pt", device)
-        full = corpus["dev"]
+        full = prepared.dev
         scores, _ = evaluate(best_model, tok, normalize, list(full["src"]), [list(full["tgt"])], cfg.data.tgt_lang,
                              beam=tr.valid_beam, device=device)
         metrics.update(full_dev_bleu=scores.bleu, full_dev_chrf=scores.chrf)
         writer.add_scalar("valid/full_dev_bleu", scores.bleu, counters["step"])
         log.info("full dev split (%d sentences, best checkpoint): BLEU %.2f | chrF %.2f", len(full), scores.bleu,
                  scores.chrf)
-    if main and "test" in corpus and tr.test_beam:
+    test = prepared.test
+    if main and test is not None and len(test) and tr.test_beam:
         best_model, _, _, _ = checkpoint.load_model(ckpt_dir / "best.pt", device)
-        scores, _ = evaluate(best_model, tok, normalize, list(corpus["test"]["src"]), [list(corpus["test"]["tgt"])],
+        scores, _ = evaluate(best_model, tok, normalize, list(test["src"]), [list(test["tgt"])],
                              cfg.data.tgt_lang, beam=tr.test_beam, device=device)
         metrics.update(test_bleu=scores.bleu, test_chrf=scores.chrf, test_beam=tr.test_beam,
                        bleu_signature=scores.bleu_signature, chrf_signature=scores.chrf_signature)

@@ -47,7 +47,7 @@ def test_batch_loss_is_a_per_token_mean_that_ignores_padding(make_model, random_
 # --------------------------------------------------------------------------- learning
 @pytest.mark.parametrize("mode,input_feeding", [("global", True), ("local_p", True), ("global", False)])
 def test_learns_to_reverse_digit_strings(mode, input_feeding):
-    """300 Adam steps teach a 32-unit model to reverse unseen digit strings of 3-8 digits
+    """400 Adam steps teach a 32-unit model to reverse unseen digit strings of 3-8 digits
     (greedy decoding, exact match), with and without input feeding."""
     torch.manual_seed(0)
     cfg = OmegaConf.structured(ModelConfig(emb_size=32, hidden_size=32, encoder_layers=1, decoder_layers=1,
@@ -61,7 +61,7 @@ def test_learns_to_reverse_digit_strings(mode, input_feeding):
     train_src = pool
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     rng, step = random.Random(1), 0
-    while step < 300:
+    while step < 400:
         for b in train_batches(train_src, [s[::-1] for s in train_src], 400, rng):
             loss = batch_loss(model, b)
             opt.zero_grad()
@@ -69,7 +69,7 @@ def test_learns_to_reverse_digit_strings(mode, input_feeding):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             opt.step()
             step += 1
-            if step == 300:
+            if step == 400:
                 break
     model.eval()
     hyps = greedy(model, make_batch(held_out, None, range(len(held_out))))
@@ -124,7 +124,8 @@ def digits_cfg(data_dir: Path, **trainer):
 @pytest.fixture(scope="module")
 def digits_run(digits_dir, tmp_path_factory):
     run = tmp_path_factory.mktemp("digits_run")
-    metrics = train(digits_cfg(digits_dir, max_steps=200, valid_every=100), run)
+    # 200 steps learn the task for most batch orders, not all (seed 42 reached BLEU 21); 300 do for every seed tried
+    metrics = train(digits_cfg(digits_dir, max_steps=300, valid_every=150), run)
     return run, metrics
 
 
@@ -132,8 +133,8 @@ def test_train_learns_and_reports(digits_run):
     """``train()`` on a files corpus learns the task: dev and test BLEU near 100, a validation
     every valid_every steps, and metrics.json mirroring the returned metrics."""
     run, metrics = digits_run
-    assert metrics["steps"] == 200
-    assert [h["step"] for h in metrics["history"]] == [100, 200]
+    assert metrics["steps"] == 300
+    assert [h["step"] for h in metrics["history"]] == [150, 300]
     assert metrics["history"][-1]["valid_loss"] < metrics["history"][0]["valid_loss"]
     assert metrics["best_valid_bleu"] >= 80 and metrics["test_bleu"] >= 80
     assert metrics["test_beam"] == 2 and metrics["bleu_signature"].startswith("nrefs:1|")
@@ -146,7 +147,7 @@ def test_train_writes_self_contained_checkpoints(digits_run, digits_dir):
     best_step = max(metrics["history"], key=lambda h: h["valid_bleu"])["step"]
     state = checkpoint.load(run / "checkpoints" / "best.pt")
     assert state["step"] == best_step and state["best_bleu"] == pytest.approx(metrics["best_valid_bleu"])
-    assert checkpoint.load(run / "checkpoints" / "last.pt")["step"] == 200
+    assert checkpoint.load(run / "checkpoints" / "last.pt")["step"] == 300
     names = {p.name for p in run.iterdir()}
     assert {"metrics.json", "checkpoints", "tensorboard"} <= names
     # both sides have the same ten words, so the two models are identical and saved as one

@@ -1,0 +1,176 @@
+"""The training corpus, cleaned, tokenized and encoded once, then reused from a disk cache.
+
+``prepare`` runs the data pipeline: load (files streamed into Arrow, hub datasets memory-mapped),
+clean and filter in several processes, train sentencepiece on a bounded random sample, encode the
+train split in several processes and drop pairs over ``data.max_tokens`` pieces. The result goes
+to ``$NMT_CACHE/data/<key>``, where the key hashes the corpus identity (file paths, sizes and
+times, or the datasets' fingerprints) and every setting that changes the output; a second run with
+the same corpus and settings opens it memory-mapped and starts training at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+import datasets
+import numpy as np
+import sentencepiece as spm
+
+from nmt import __version__
+from nmt.batching import Pairs
+from nmt.config import DataConfig, TokenizerConfig
+from nmt.data import DataError, cache_root, clean, load_raw, map_cached, num_workers
+from nmt.tokenizer import Tokenizer, load_or_train
+
+log = logging.getLogger(__name__)
+
+PIPELINE = 1  # bump when the prepared output changes for the same settings
+
+
+FEATURES = datasets.Features({
+    "src_ids": datasets.Sequence(datasets.Value("int32")), "tgt_ids": datasets.Sequence(datasets.Value("int32")),
+    "src_len": datasets.Value("int32"), "tgt_len": datasets.Value("int32"),
+})
+
+
+@dataclass
+class Prepared:
+    tokenizer: Tokenizer
+    train: Pairs  # piece ids, memory-mapped
+    dev: datasets.Dataset  # cleaned text: src, tgt
+    test: Optional[datasets.Dataset]  # cleaned text, when the corpus has a test split
+    report: dict  # per split: pairs read, kept, and dropped per reason
+    folder: Path  # where the prepared corpus lives
+
+
+def _settings(data: DataConfig, tok: TokenizerConfig, seed: int, tokenizer: Optional[Tokenizer]) -> dict:
+    """Everything that changes the prepared output (not where it is cached or how many processes)."""
+    d = {k: v for k, v in _plain(data).items() if k not in ("num_proc", "cache")}
+    t = {k: v for k, v in _plain(tok).items() if k != "cache_dir"}
+    fixed = None
+    if tokenizer is not None:  # resuming: the checkpoint's sentencepiece models, not new ones
+        fixed = hashlib.sha256(tokenizer.src_model + tokenizer.tgt_model).hexdigest()
+    return {"data": d, "tokenizer": t, "seed": seed, "fixed_tokenizer": fixed, "pipeline": PIPELINE,
+            "sentencepiece": spm.__version__, "datasets": datasets.__version__}
+
+
+def _plain(cfg) -> dict:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(vars(cfg))
+
+
+def prepare(
+    data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer: Optional[Tokenizer] = None
+) -> Prepared:
+    """The train split as piece ids and the dev split as text, from the cache when it matches."""
+    t0 = time.perf_counter()
+    raw = load_raw(data)
+    for split in ("train", "dev"):
+        if split not in raw:
+            where = data.dir or data.name or data.source
+            raise DataError(f"corpus {where} has no {split!r} split, which training needs")
+    settings = _settings(data, tok_cfg, seed, tokenizer)
+    identity = {s: raw[s]._fingerprint for s in ("train", "dev", "test") if s in raw}
+    key = hashlib.sha256(json.dumps([identity, settings], sort_keys=True, default=str).encode()).hexdigest()[:24]
+    folder = cache_root() / "data" / key
+    if data.cache and (folder / "done").exists():
+        out = _open(folder)
+        log.info("prepared corpus: reusing %s (%d train pairs, %.1fs)", folder, len(out.train), time.perf_counter() - t0)
+        return out
+    report: dict = {}
+    train = clean(raw["train"], data, "train", report)
+    dev = clean(raw["dev"], data, "dev", report)
+    test = clean(raw["test"], data, "test", report) if "test" in raw else None
+    for split, ds in (("train", train), ("dev", dev)):
+        if len(ds) == 0:
+            raise DataError(f"split {split!r} is empty after cleaning")
+    if tokenizer is None:
+        tokenizer = _train_tokenizer(train, tok_cfg, seed)
+    log.info("vocabulary: %d source / %d target pieces", tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+    encoded = map_cached(
+        train, _encode_batch, "train: encoding", num_workers(data, len(train)), key=json.dumps(settings, sort_keys=True),
+        batch_size=5000,
+        fn_kwargs={"src_model": tokenizer.src_model, "tgt_model": tokenizer.tgt_model},
+        remove_columns=train.column_names, features=FEATURES,
+    )
+    lens = [encoded.data.column(c).to_numpy() for c in ("src_len", "tgt_len")]
+    keep = np.flatnonzero((lens[0] <= data.max_tokens) & (lens[1] <= data.max_tokens))
+    report["train"]["too_many_pieces"] = int(len(encoded) - len(keep))
+    report["train"]["kept"] = int(len(keep))
+    log.info("train: %d pairs, %d over %d pieces dropped", len(keep), len(encoded) - len(keep), data.max_tokens)
+    if len(keep) == 0:
+        raise DataError(
+            f"no training pairs left: all {len(encoded)} have a side over data.max_tokens={data.max_tokens} pieces"
+        )
+    if len(keep) < len(encoded):
+        encoded = encoded.select(keep)
+    _write(folder, encoded, dev, test, tokenizer, report, settings, identity)
+    out = _open(folder)
+    log.info("prepared corpus: %s (%.1fs)", folder, time.perf_counter() - t0)
+    return out
+
+
+def _train_tokenizer(train: datasets.Dataset, cfg: TokenizerConfig, seed: int) -> Tokenizer:
+    """Sentencepiece on at most ``input_sentence_size`` pairs drawn at random (seeded): memory is
+    bounded by the sample, not the corpus."""
+    n = len(train)
+    if n > cfg.input_sentence_size:
+        rows = np.sort(np.random.default_rng(seed).choice(n, cfg.input_sentence_size, replace=False))
+        sample = train.select(rows)
+        log.info("sentencepiece: training on a random sample of %d of %d pairs", len(rows), n)
+    else:
+        sample = train
+    return load_or_train(cfg, sample["src"], sample["tgt"], seed=seed)
+
+
+@lru_cache(maxsize=2)
+def _processor(model: bytes) -> spm.SentencePieceProcessor:
+    return spm.SentencePieceProcessor(model_proto=model)
+
+
+def _encode_batch(batch: dict, src_model: bytes, tgt_model: bytes) -> dict:
+    src = _processor(src_model).encode(batch["src"])
+    tgt = _processor(tgt_model).encode(batch["tgt"])
+    return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src], "tgt_len": [len(t) for t in tgt]}
+
+
+def _write(folder: Path, train: datasets.Dataset, dev: datasets.Dataset, test: Optional[datasets.Dataset],
+           tok: Tokenizer, report: dict, settings: dict, identity: dict) -> None:
+    """Write into a temporary folder, then rename: a killed run leaves no half-written cache."""
+    tmp = folder.with_name(f".{folder.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    train.save_to_disk(str(tmp / "train"))
+    dev.flatten_indices().save_to_disk(str(tmp / "dev"))
+    if test is not None:
+        test.flatten_indices().save_to_disk(str(tmp / "test"))
+    (tmp / "src.model").write_bytes(tok.src_model)
+    (tmp / "tgt.model").write_bytes(tok.tgt_model)
+    (tmp / "report.json").write_text(json.dumps(report, indent=1))
+    (tmp / "settings.json").write_text(json.dumps({"identity": identity, **settings, "nmt": __version__}, indent=1,
+                                                  default=str))
+    (tmp / "done").write_text("")
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, folder)
+
+
+def _open(folder: Path) -> Prepared:
+    try:
+        train = datasets.load_from_disk(str(folder / "train"))
+        dev = datasets.load_from_disk(str(folder / "dev"))
+        test = datasets.load_from_disk(str(folder / "test")) if (folder / "test").exists() else None
+        tok = Tokenizer((folder / "src.model").read_bytes(), (folder / "tgt.model").read_bytes())
+        report = json.loads((folder / "report.json").read_text())
+    except (OSError, ValueError, RuntimeError) as e:
+        raise DataError(f"the prepared corpus {folder} is damaged ({e}); delete the folder to rebuild it") from None
+    return Prepared(tok, Pairs.from_dataset(train), dev, test, report, folder)
