@@ -26,6 +26,8 @@ class DataConfig:
     dir: Optional[str] = None  # files: folder with {train,dev,test}.{src_lang,tgt_lang}
     name: Optional[str] = None  # hub: dataset name, or a local path saved with save_to_disk
     config: Optional[str] = None  # hub: dataset config, e.g. "zh-en"
+    revision: Optional[str] = None  # hub: a branch or commit, e.g. "refs/convert/parquet"
+    data_dir: Optional[str] = None  # hub: a folder inside the dataset repository
     splits: dict[str, str] = field(
         default_factory=lambda: {"train": "train", "dev": "validation", "test": "test"}
     )  # hub: our split name -> the dataset's split name

@@ -232,18 +232,22 @@ def load_files(cfg: DataConfig) -> datasets.DatasetDict:
 LOCAL_FORMATS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".arrow": "arrow"}
 
 
-def _load_local_hub(folder: Path) -> datasets.DatasetDict:
+def _load_local_hub(folder: Path, split_names: Iterable[str]) -> datasets.DatasetDict:
     """A local copy of a hub dataset: a ``save_to_disk`` folder, or parquet/JSON(L)/Arrow files named
-    by split as on the hub (``zh-en/train-00000-of-00001.parquet``, ``validation.jsonl``)."""
+    by split as the hub lays them out (``zh-en/train-00000-of-00003.parquet``,
+    ``iwslt2017-zh-en/validation/0000.parquet``, ``wmt19-test.parquet``, ``dev.jsonl``)."""
     if (folder / "dataset_dict.json").exists():
         return datasets.load_from_disk(str(folder))
+    known = set(split_names) | {"train", "validation", "test", "dev"}
     files: dict[str, list[str]] = {}
     kinds = set()
     for f in sorted(folder.rglob("*")):
-        if f.suffix in LOCAL_FORMATS and f.is_file():
-            split = re.split(r"[-_.]", f.name, maxsplit=1)[0]
-            files.setdefault(split, []).append(str(f))
-            kinds.add(LOCAL_FORMATS[f.suffix])
+        if f.suffix not in LOCAL_FORMATS or not f.is_file():
+            continue
+        tokens = re.split(r"[-_./]", str(f.relative_to(folder).with_suffix("")))
+        split = next((t for t in tokens if t in known), re.split(r"[-_.]", f.name, maxsplit=1)[0])
+        files.setdefault(split, []).append(str(f))
+        kinds.add(LOCAL_FORMATS[f.suffix])
     if not files:
         raise DataError(f"{folder} holds neither a save_to_disk copy nor parquet/JSON files")
     if len(kinds) > 1:
@@ -263,10 +267,10 @@ def load_hub(cfg: DataConfig) -> datasets.DatasetDict:
     name = str(cfg.name)
     local = Path(name).expanduser()
     if local.is_dir():
-        raw = _load_local_hub(local)
+        raw = _load_local_hub(local, cfg.splits.values())
     else:
         try:
-            raw = datasets.load_dataset(name, cfg.config)
+            raw = datasets.load_dataset(name, cfg.config, revision=cfg.revision, data_dir=cfg.data_dir)
         except Exception as e:  # the hub and the loader raise many kinds; keep the message
             raise DataError(f"cannot load dataset {name!r} (config {cfg.config!r}): {e}") from None
     out = {}

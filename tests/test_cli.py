@@ -211,6 +211,26 @@ def test_train_files_without_a_folder(run_cli, tmp_path, train_overrides):
     assert_clean_failure(proc, "data.dir", prog="nmt.train")
 
 
+def test_train_tsv_row_with_a_wrong_field_count(run_cli, tmp_path, train_overrides):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.tsv").write_text("你好\thello\n谢谢\n", encoding="utf-8")
+    (data / "dev.tsv").write_text("再见\tbye\n", encoding="utf-8")
+    proc = run_cli("nmt.train", *train_overrides, "data=files", "data.format=tsv", f"data.dir={data}",
+                   f"hydra.run.dir={tmp_path / 'r'}")
+    assert_clean_failure(proc, "train.tsv:2: expected 2 tab-separated fields, found 1", prog="nmt.train")
+
+
+def test_train_hub_copy_without_the_language_pair(run_cli, tmp_path, train_overrides):
+    import datasets
+
+    copy = tmp_path / "copy"
+    datasets.DatasetDict({s: datasets.Dataset.from_dict({"translation": [{"de": "Hallo", "en": "hello"}]})
+                          for s in ("train", "validation")}).save_to_disk(str(copy))
+    proc = run_cli("nmt.train", *train_overrides, "data=hub", f"data.name={copy}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert_clean_failure(proc, "has languages ['de', 'en'], not zh-en", prog="nmt.train")
+
+
 def test_train_invalid_utf8_names_file_and_line(run_cli, tmp_path, train_overrides):
     data = tmp_path / "data"
     data.mkdir()
