@@ -236,3 +236,25 @@ def test_prepare_needs_train_and_dev(tmp_path):
     folder = write_files(tmp_path / "c", {"train": 50})
     with pytest.raises(DataError, match="no 'dev' split, which training needs"):
         prepare(data_cfg(source="files", dir=str(folder)), tok_cfg(), seed=1)
+
+
+def test_duplicate_removal_keeps_the_first_copy_of_each_kept_pair():
+    """The bucketed hash sort drops exactly the later copies among rows still kept, across chunks."""
+    import numpy as np
+    import pyarrow as pa
+
+    from nmt.data import _drop_duplicates
+
+    rng = np.random.default_rng(0)
+    keys = rng.integers(-50, 50, size=3000)  # many repeats, negative hashes too
+    keep = rng.random(3000) > 0.1  # rows already dropped by a filter do not count as first copies
+    expected, seen = keep.copy(), set()
+    for i, k in enumerate(keys.tolist()):
+        if keep[i]:
+            if k in seen:
+                expected[i] = False
+            seen.add(k)
+    n_kept = int(keep.sum())
+    dropped = _drop_duplicates(pa.chunked_array([keys[:1000], keys[1000:1700], keys[1700:]]), keep)
+    assert (keep == expected).all()
+    assert dropped == n_kept - int(expected.sum())
