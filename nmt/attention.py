@@ -32,6 +32,61 @@ import torch
 from torch import nn
 
 SCORES = ("dot", "general", "concat", "location", "scaled_dot")
+
+
+class _WindowGrad:
+    """The gradient that windowed gathers add, in place, to one source-side tensor of a batch."""
+
+    def __init__(self) -> None:
+        self.grad: Optional[torch.Tensor] = None
+
+
+class _Tap(torch.autograd.Function):
+    """Identity whose backward hands on what the window gathers accumulated. Autograd runs it after
+    every step's gather has run its backward, since they all consume its output."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, acc: _WindowGrad) -> torch.Tensor:
+        ctx.acc = acc
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        acc, ctx.acc.grad = ctx.acc.grad, None
+        return (grad if acc is None else grad + acc), None
+
+
+class _WindowGather(torch.autograd.Function):
+    """``x.gather(1, index)`` whose backward adds into the tapped tensor's accumulator: O(window)
+    per step, where autograd's own gather backward writes a full (batch, src_len, hidden) tensor."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, index: torch.Tensor, acc: _WindowGrad) -> torch.Tensor:
+        ctx.save_for_backward(index)
+        ctx.acc, ctx.shape = acc, x.shape
+        return x.gather(1, index)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (index,) = ctx.saved_tensors
+        if ctx.acc.grad is None:
+            ctx.acc.grad = grad.new_zeros(ctx.shape)
+        ctx.acc.grad.scatter_add_(1, index, grad)
+        return None, None, None
+
+
+def tap(x: torch.Tensor) -> torch.Tensor:
+    """``x`` prepared for windowed gathers with an O(window) backward (see ``_WindowGather``)."""
+    out = _Tap.apply(x, acc := _WindowGrad())
+    out._window_grad = acc  # read by _gather
+    return out
+
+
+def _gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    acc = getattr(x, "_window_grad", None)
+    if acc is None or not torch.is_grad_enabled():
+        return x.gather(1, index)
+    return _WindowGather.apply(x, index, acc)
 MODES = ("global", "local_m", "local_p")
 
 
@@ -110,7 +165,7 @@ class LuongAttention(nn.Module):
             else:
                 gate = self.v_p(torch.tanh(self.W_p(query))).squeeze(-1)  # (batch, T)
                 p = src_lens.unsqueeze(1) * torch.sigmoid(gate.float())  # (batch, T)
-            if self.heads == 1 and self.score != "location" and mask.size(1) > self.gather_above * (2 * self.window + 1):
+            if self.windowed(mask.size(1)):
                 return self._local_window(query, keys, memory, mask, p)
         scores = self._scores(query, keys)  # (batch, [heads,] T, src_len)
         allowed = mask.unsqueeze(1)  # (batch, 1, src_len)
@@ -133,6 +188,11 @@ class LuongAttention(nn.Module):
         context = (weights.to(values.dtype) @ values).transpose(1, 2).reshape(B, T, H)  # (B, T, H)
         return self.W_o(context), weights.mean(1).to(memory.dtype), p
 
+    def windowed(self, src_len: int) -> bool:
+        """Whether a local mode gathers the 2D + 1 window for sources this long (else it masks)."""
+        return (self.mode != "global" and self.heads == 1 and self.score != "location"
+                and src_len > self.gather_above * (2 * self.window + 1))
+
     def _local_window(
         self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor, p: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -147,8 +207,8 @@ class LuongAttention(nn.Module):
         idx = idx.clamp(0, S - 1)
         inside = inside & mask.gather(1, idx.view(B, T * W)).view(B, T, W)
         flat = idx.view(B, T * W, 1).expand(-1, -1, H)
-        k = keys.gather(1, flat).view(B, T, W, H)  # (B, T, W, H)
-        v = memory.gather(1, flat).view(B, T, W, H)  # (B, T, W, H)
+        k = _gather(keys, flat).view(B, T, W, H)  # (B, T, W, H)
+        v = _gather(memory, flat).view(B, T, W, H)  # (B, T, W, H)
         if self.score == "concat":
             scores = self.v_a(torch.tanh(self.W_q(query).unsqueeze(2) + k)).squeeze(-1)  # (B, T, W)
         else:

@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from nmt.attention import LuongAttention
+from nmt.attention import LuongAttention, tap
 from nmt.config import ConfigError, ModelConfig
 from nmt.decoder import Decoder, Source, State
 from nmt.encoder import Encoder
@@ -25,7 +25,11 @@ class Seq2Seq(nn.Module):
         """
         memory, final = self.encoder(src, host_lens)  # (batch, src_len, hidden)
         mask = torch.arange(src.size(1), device=src.device).unsqueeze(0) < src_lens.unsqueeze(1)
-        source = Source(memory, self.decoder.attention.keys(memory), mask, src_lens.float())
+        keys = self.decoder.attention.keys(memory)
+        if torch.is_grad_enabled() and self.decoder.attention.windowed(memory.size(1)):
+            # every step gathers its window; their gradients add up in place (O(D) per step)
+            keys, memory = (tap(memory),) * 2 if keys is memory else (tap(keys), tap(memory))
+        source = Source(memory, keys, mask, src_lens.float())
         return source, self._bridge(final)
 
     def _bridge(self, final: State) -> State:

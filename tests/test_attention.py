@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt.attention import LuongAttention
+from nmt.attention import LuongAttention, tap
 
 SCORES, MODES = ("dot", "general", "concat"), ("global", "local_m", "local_p")
 B, S, T, H, D = 3, 7, 9, 8, 2
@@ -146,26 +146,51 @@ def test_unknown_score_or_mode():
                                                                ("local_m", "local_p"))))
 def test_gathering_the_window_equals_masking_the_source(score, mode):
     """The O(D) path (gather the 2D+1 positions around p_t) gives the same weights, context and
-    gradients as masking the whole source, on long padded sources of mixed lengths."""
+    gradients as masking the whole source, on long padded sources of mixed lengths; so does it
+    with the source tapped for the O(D) backward (``tap``), over several steps as in the decoder."""
     torch.manual_seed(7)
     Bq, Sq, Tq, D2 = 3, 40, 6, 3
     lens = torch.tensor([40, 23, 9])
     mask = torch.arange(Sq).unsqueeze(0) < lens.unsqueeze(1)
     results = []
-    for gather_above in (0.0, math.inf):
+    for gather_above, tapped in ((math.inf, False), (0.0, False), (0.0, True)):
         torch.manual_seed(8)
         att = LuongAttention(score, mode, H, window=D2)
         att.gather_above = gather_above
         memory = (torch.randn(Bq, Sq, H) * mask.unsqueeze(-1)).requires_grad_(True)
         query = torch.randn(Bq, Tq, H, requires_grad=True)
         pos = torch.arange(Tq, dtype=torch.float) * 5  # local_m: centres spread over the sentence
-        context, w, p = att(query, att.keys(memory), memory, mask, lens.float(), pos)
+        keys, values = att.keys(memory), memory
+        if tapped:
+            keys, values = (tap(values),) * 2 if keys is memory else (tap(keys), tap(values))
+        steps = [att(query[:, t : t + 1], keys, values, mask, lens.float(), pos[t : t + 1]) for t in range(Tq)]
+        context, w, p = (torch.cat(x, 1) for x in zip(*steps))
         (context * torch.linspace(-1, 1, H)).sum().backward()
         grads = [query.grad, memory.grad] + [q.grad for q in att.parameters()]
         results.append((context.detach(), w.detach(), p.detach(), grads))
-    (c1, w1, p1, g1), (c2, w2, p2, g2) = results
-    torch.testing.assert_close(w1, w2)
-    torch.testing.assert_close(c1, c2)
-    torch.testing.assert_close(p1, p2)
-    for a, b in zip(g1, g2):
+    (c1, w1, p1, g1) = results[0]
+    for c2, w2, p2, g2 in results[1:]:
+        torch.testing.assert_close(w1, w2)
+        torch.testing.assert_close(c1, c2)
+        torch.testing.assert_close(p1, p2)
+        for a, b in zip(g1, g2):
+            torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("mode", ["local_m", "local_p"])
+def test_whole_model_gradients_do_not_depend_on_the_window_path(make_model, random_sources, mode):
+    """Training through the gathered window (sources tapped in ``Seq2Seq.encode``) gives the same
+    loss and parameter gradients as masking the whole source."""
+    from nmt.batching import make_batch
+    from nmt.train import batch_loss
+
+    src, tgt = random_sources(4, 5, 30, 23, seed=3), random_sources(4, 3, 12, 19, seed=4)
+    grads = []
+    for gather_above in (math.inf, 0.0):
+        model = make_model(mode=mode, window=2, seed=5, train=False)
+        model.decoder.attention.gather_above = gather_above
+        loss = batch_loss(model, make_batch(src, tgt, range(4)))
+        loss.backward()
+        grads.append([loss.detach()] + [p.grad for p in model.parameters()])
+    for a, b in zip(*grads):
         torch.testing.assert_close(a, b)
