@@ -78,11 +78,13 @@ class Decoder(nn.Module):
             att, a, p = self._attend(h, src, positions)
             return (att, a, p) if keep_attention else (att, None, None)
         w = self._weights()
-        x = self._project_inputs(emb, w)  # (batch, tgt_len, gates)
+        # unbind, not x[:, t]: the backward of T selects would write T zero-filled copies of x
+        # (O(T²) memory traffic), the backward of one unbind stacks the T gradients once
+        xs = self._project_inputs(emb, w).unbind(1)  # tgt_len × (batch, gates)
         feed = emb.new_zeros(emb.size(0), 1, self.hidden)  # h̃_0
         outs, weights, centres = [], [], []
         for t in range(T):
-            feed, state, a, p = self._step(x[:, t], feed, state, src, positions[t : t + 1], w)
+            feed, state, a, p = self._step(xs[t], feed, state, src, positions[t : t + 1], w)
             outs.append(feed)
             if keep_attention:
                 weights.append(a)
