@@ -34,26 +34,60 @@ from torch import nn
 SCORES = ("dot", "general", "concat", "location", "scaled_dot")
 
 
-class _WindowGrad:
-    """The gradient that windowed gathers add, in place, to one source-side tensor of a batch."""
+class _SourceGrad:
+    """Gradient for one source-side tensor of a batch (keys or memory), gathered from every decoder
+    step and handed on once, by ``_Tap``, after all the steps have run their backward."""
 
     def __init__(self) -> None:
-        self.grad: Optional[torch.Tensor] = None
+        self.grad: Optional[torch.Tensor] = None  # what window gathers added in place
+        self.pairs: list[tuple[torch.Tensor, torch.Tensor]] = []  # (L, R): the gradient is Σ Lᵀ R
 
 
 class _Tap(torch.autograd.Function):
-    """Identity whose backward hands on what the window gathers accumulated. Autograd runs it after
-    every step's gather has run its backward, since they all consume its output."""
+    """Identity whose backward adds what the steps left in ``_SourceGrad``. Autograd runs it after
+    every step's backward, since all the steps consume its output."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, acc: _WindowGrad) -> torch.Tensor:
+    def forward(ctx, x: torch.Tensor, acc: _SourceGrad) -> torch.Tensor:
         ctx.acc = acc
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        acc, ctx.acc.grad = ctx.acc.grad, None
-        return (grad if acc is None else grad + acc), None
+        acc = ctx.acc
+        if acc.pairs:  # one (B, S, T) × (B, T, H) matmul for all T steps' outer products
+            L = torch.cat([l for l, _ in acc.pairs], 1).to(grad.dtype)  # (B, T, S)
+            R = torch.cat([r for _, r in acc.pairs], 1).to(grad.dtype)  # (B, T, H)
+            grad = torch.baddbmm(grad, L.transpose(1, 2), R)
+        if acc.grad is not None:
+            grad = grad + acc.grad
+        acc.grad, acc.pairs = None, []
+        return grad, None
+
+
+class _DeferredBmm(torch.autograd.Function):
+    """``a @ xᵀ`` (scores from queries and keys) or ``a @ x`` (context from weights and memory) for
+    one decoder step. Its backward computes a's gradient at once but leaves x's, an outer product
+    per step that CPUs run slowly and that autograd would add into a full (B, S, H) tensor at
+    every step, to ``_Tap``, which does all the steps in one matmul."""
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor, x: torch.Tensor, acc: _SourceGrad, transpose: bool) -> torch.Tensor:
+        ctx.save_for_backward(a, x)
+        ctx.acc, ctx.transpose = acc, transpose
+        return torch.bmm(a, x.transpose(1, 2) if transpose else x)
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        a, x = ctx.saved_tensors
+        xg = x.to(g.dtype)
+        if ctx.transpose:  # out = a xᵀ: da = g x, dx = gᵀ a
+            grad_a = torch.bmm(g, xg)
+            ctx.acc.pairs.append((g, a))
+        else:  # out = a x: da = g xᵀ, dx = aᵀ g
+            grad_a = torch.bmm(g, xg.transpose(1, 2))
+            ctx.acc.pairs.append((a, g))
+        return grad_a.to(a.dtype), None, None, None
 
 
 class _WindowGather(torch.autograd.Function):
@@ -61,7 +95,7 @@ class _WindowGather(torch.autograd.Function):
     per step, where autograd's own gather backward writes a full (batch, src_len, hidden) tensor."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, index: torch.Tensor, acc: _WindowGrad) -> torch.Tensor:
+    def forward(ctx, x: torch.Tensor, index: torch.Tensor, acc: _SourceGrad) -> torch.Tensor:
         ctx.save_for_backward(index)
         ctx.acc, ctx.shape = acc, x.shape
         return x.gather(1, index)
@@ -76,17 +110,31 @@ class _WindowGather(torch.autograd.Function):
 
 
 def tap(x: torch.Tensor) -> torch.Tensor:
-    """``x`` prepared for windowed gathers with an O(window) backward (see ``_WindowGather``)."""
-    out = _Tap.apply(x, acc := _WindowGrad())
-    out._window_grad = acc  # read by _gather
+    """``x`` (keys or memory of a batch) prepared for the per-step attention ops above, whose
+    gradients with respect to ``x`` are then summed once per batch instead of once per step."""
+    out = _Tap.apply(x, acc := _SourceGrad())
+    out._source_grad = acc  # read by _gather and _bmm
     return out
 
 
 def _gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    acc = getattr(x, "_window_grad", None)
+    acc = getattr(x, "_source_grad", None)
     if acc is None or not torch.is_grad_enabled():
         return x.gather(1, index)
     return _WindowGather.apply(x, index, acc)
+
+
+def _bmm(a: torch.Tensor, x: torch.Tensor, transpose: bool = False) -> torch.Tensor:
+    """``a @ xᵀ`` or ``a @ x`` for (batch, T, ·) ``a`` and a source-side (batch, src_len, hidden) ``x``."""
+    acc = getattr(x, "_source_grad", None)
+    if acc is None or not torch.is_grad_enabled():
+        return torch.bmm(a, x.transpose(1, 2) if transpose else x)
+    if torch.is_autocast_enabled(a.device.type):  # bmm runs in the autocast dtype, as torch.bmm would
+        dtype = torch.get_autocast_dtype(a.device.type)
+        a, x = a.to(dtype), x.to(dtype)
+    return _DeferredBmm.apply(a, x, acc, transpose)
+
+
 MODES = ("global", "local_m", "local_p")
 
 
@@ -107,6 +155,8 @@ class LuongAttention(nn.Module):
         # is this many windows long. On a 2-core CPU with hidden 256 gathering did not pay even
         # at 200 positions (scripts/benchmark_local.py): per-step op overhead dominates there.
         self.gather_above = 20.0
+        # in training, sum the steps' gradients for keys and memory once per batch (see _Tap)
+        self.defer_source_grads = True
         if heads > 1:
             self.W_q = nn.Linear(hidden, hidden, bias=False)
             self.W_k = nn.Linear(hidden, hidden, bias=False)
@@ -182,7 +232,7 @@ class LuongAttention(nn.Module):
             weights = weights * torch.exp(-(dist**2) / (2 * sigma**2))
         if self.heads == 1:
             weights = weights.to(memory.dtype)
-            return torch.bmm(weights, memory), weights, p  # (batch, T, hidden)
+            return _bmm(weights, memory), weights, p  # (batch, T, hidden)
         B, T, H = query.shape
         values = keys[..., H:].view(B, -1, self.heads, H // self.heads).transpose(1, 2)  # (B, heads, S, H/heads)
         context = (weights.to(values.dtype) @ values).transpose(1, 2).reshape(B, T, H)  # (B, T, H)
@@ -241,5 +291,5 @@ class LuongAttention(nn.Module):
             if S > self.max_len:  # positions past the maximum length cannot be attended to
                 scores = nn.functional.pad(scores, (0, S - self.max_len), value=float("-inf"))
             return scores
-        scores = torch.bmm(query, keys.transpose(1, 2))  # (batch, T, src_len)
+        scores = _bmm(query, keys, transpose=True)  # (batch, T, src_len)
         return scores / math.sqrt(query.size(-1)) if self.score == "scaled_dot" else scores

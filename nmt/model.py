@@ -26,8 +26,8 @@ class Seq2Seq(nn.Module):
         memory, final = self.encoder(src, host_lens)  # (batch, src_len, hidden)
         mask = torch.arange(src.size(1), device=src.device).unsqueeze(0) < src_lens.unsqueeze(1)
         keys = self.decoder.attention.keys(memory)
-        if torch.is_grad_enabled() and self.decoder.attention.windowed(memory.size(1)):
-            # every step gathers its window; their gradients add up in place (O(D) per step)
+        if torch.is_grad_enabled() and self.decoder.attention.defer_source_grads:
+            # the decoder steps' gradients for keys and memory are summed once per batch (nmt/attention.py)
             keys, memory = (tap(memory),) * 2 if keys is memory else (tap(keys), tap(memory))
         source = Source(memory, keys, mask, src_lens.float())
         return source, self._bridge(final)

@@ -194,3 +194,23 @@ def test_whole_model_gradients_do_not_depend_on_the_window_path(make_model, rand
         grads.append([loss.detach()] + [p.grad for p in model.parameters()])
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("score,mode", list(itertools.product(("dot", "general", "concat", "scaled_dot", "location"),
+                                                               ("global", "local_m", "local_p"))))
+def test_deferred_source_gradients_equal_autograd(make_model, random_sources, score, mode):
+    """Summing the steps' gradients for keys and memory once per batch (``tap``) gives the loss and
+    parameter gradients of plain autograd, for every score and mode, with padding."""
+    from nmt.batching import make_batch
+    from nmt.train import batch_loss
+
+    src, tgt = random_sources(4, 2, 9, 23, seed=3), random_sources(4, 1, 7, 19, seed=4)
+    grads = []
+    for defer in (False, True):
+        model = make_model(score=score, mode=mode, window=2, seed=6, train=False)
+        model.decoder.attention.defer_source_grads = defer
+        loss = batch_loss(model, make_batch(src, tgt, range(4)))
+        loss.backward()
+        grads.append([loss.detach()] + [p.grad for p in model.parameters()])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
