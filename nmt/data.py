@@ -133,11 +133,19 @@ def iter_lines(path: Path) -> Iterator[str]:
 
 
 def _count_lines(path: Path, fields: int = 0) -> int:
-    """Check a text file in one streaming pass: UTF-8 throughout and, for TSV, ``fields`` fields per row."""
+    """Check a text file in one streaming pass: UTF-8 throughout and, for TSV, ``fields`` fields per row.
+    Files over 50 MB show a progress bar with the lines counted."""
+    from datasets.utils.tqdm import tqdm
+
     n = 0
-    for n, line in enumerate(iter_lines(path), 1):
-        if fields and line.count("\t") != fields - 1:
-            raise DataError(f"{path}:{n}: expected {fields} tab-separated fields, found {line.count(chr(9)) + 1}")
+    big = path.exists() and path.stat().st_size > 50_000_000
+    with tqdm(unit=" lines", unit_scale=True, desc=f"checking {path.name}", disable=not big) as bar:
+        for n, line in enumerate(iter_lines(path), 1):
+            if fields and line.count("\t") != fields - 1:
+                raise DataError(f"{path}:{n}: expected {fields} tab-separated fields, found {line.count(chr(9)) + 1}")
+            if n % 100_000 == 0:
+                bar.update(100_000)
+        bar.update(n % 100_000)
     return n
 
 

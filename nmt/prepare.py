@@ -79,14 +79,24 @@ def prepare(
         if split not in raw:
             where = data.dir or data.name or data.source
             raise DataError(f"corpus {where} has no {split!r} split, which training needs")
-    settings = _settings(data, tok_cfg, seed, tokenizer)
     identity = {s: raw[s]._fingerprint for s in ("train", "dev", "test") if s in raw}
-    key = hashlib.sha256(json.dumps([identity, settings], sort_keys=True, default=str).encode()).hexdigest()[:24]
-    folder = cache_root() / "data" / key
-    if data.cache and (folder / "done").exists():
-        out = _open(folder)
-        log.info("prepared corpus: reusing %s (%d train pairs, %.1fs)", folder, len(out.train), time.perf_counter() - t0)
-        return out
+
+    def folder_for(fixed: Optional[Tokenizer]) -> Path:
+        blob = json.dumps([identity, _settings(data, tok_cfg, seed, fixed)], sort_keys=True, default=str)
+        return cache_root() / "data" / hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+    # a resumed run first looks for the corpus its first run prepared (same settings, same models)
+    for candidate in [folder_for(None)] + ([folder_for(tokenizer)] if tokenizer is not None else []):
+        if data.cache and (candidate / "done").exists():
+            out = _open(candidate)
+            if tokenizer is None or (out.tokenizer.src_model, out.tokenizer.tgt_model) == (
+                tokenizer.src_model, tokenizer.tgt_model
+            ):
+                log.info("prepared corpus: reusing %s (%d train pairs, %.1fs)", candidate, len(out.train),
+                         time.perf_counter() - t0)
+                return out
+    settings = _settings(data, tok_cfg, seed, tokenizer)
+    folder = folder_for(tokenizer)
     report: dict = {}
     train = clean(raw["train"], data, "train", report)
     dev = clean(raw["dev"], data, "dev", report)

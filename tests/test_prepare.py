@@ -258,3 +258,16 @@ def test_duplicate_removal_keeps_the_first_copy_of_each_kept_pair():
     dropped = _drop_duplicates(pa.chunked_array([keys[:1000], keys[1000:1700], keys[1700:]]), keep)
     assert (keep == expected).all()
     assert dropped == n_kept - int(expected.sum())
+
+
+def test_a_resumed_run_reuses_the_corpus_its_first_run_prepared(tmp_path, monkeypatch):
+    """With the checkpoint's sentencepiece models (resume), the first run's prepared corpus is
+    reused when its models are the same; other models get a corpus of their own."""
+    folder = write_files(tmp_path / "c", {"train": 200, "dev": 10})
+    cfg = data_cfg(source="files", dir=str(folder))
+    first = prepare(cfg, tok_cfg(), seed=1)
+    resumed = prepare(cfg, tok_cfg(), seed=1, tokenizer=first.tokenizer)
+    assert resumed.folder == first.folder
+    other = prepare(data_cfg(source="files", dir=str(folder)), tok_cfg(src_vocab_size=50), seed=1).tokenizer
+    with_other = prepare(cfg, tok_cfg(), seed=1, tokenizer=other)
+    assert with_other.folder != first.folder and with_other.tokenizer.src_model == other.src_model
