@@ -3,15 +3,18 @@
     python scripts/benchmark_local.py --lengths 20 50 100 200 --json local.json
 
 Synthetic batches (random ids, source and target of the same length, 32 sentences) through the
-bench-small model (general score, input feeding); local modes gather the 2D + 1 window once
-the source is long enough (nmt/attention.py), so their step cost grows with D, not S.
+bench-small model (general score, input feeding), every variant stepped in turn so that machine
+drift hits all alike; medians. ``local_p`` masks the whole source; ``local_p gathered`` forces
+the O(D) path that gathers the 2D + 1 window (nmt/attention.py decides by length which to use).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -25,45 +28,60 @@ from nmt.device import set_threads
 from nmt.model import build_model
 from nmt.train import batch_loss
 
+VARIANTS = {"global": ("global", False), "local_m": ("local_m", False), "local_p": ("local_p", False),
+            "local_p gathered": ("local_p", True)}
 
-def step_time(mode: str, length: int, batch: int, steps: int, window: int, score: str) -> float:
+
+def stepper(mode: str, gathered: bool, length: int, batch: int, window: int, score: str, hidden: int):
+    """One training step of the bench-small model on a fixed synthetic batch, as a timed callable."""
     torch.manual_seed(0)
-    cfg = OmegaConf.structured(ModelConfig())
+    cfg = OmegaConf.structured(ModelConfig(emb_size=hidden, hidden_size=hidden))
     cfg.attention.mode, cfg.attention.score, cfg.attention.window = mode, score, window
     model = build_model(cfg, 4000, 4000)
+    model.decoder.attention.gather_above = 0.0 if gathered else math.inf  # force one path
     opt = torch.optim.Adam(model.parameters(), 1e-3)
     rng = random.Random(0)
     src = [[rng.randrange(4, 4000) for _ in range(length)] for _ in range(batch)]
     tgt = [[rng.randrange(4, 4000) for _ in range(length)] for _ in range(batch)]
     b = make_batch(src, tgt, range(batch))
-    times = []
-    for i in range(steps + 2):
+
+    def step() -> float:
         t0 = time.perf_counter()
         loss = batch_loss(model, b)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if i >= 2:  # warm-up
-            times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
+        return time.perf_counter() - t0
+
+    return step
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--lengths", type=int, nargs="+", default=[20, 50, 100, 200])
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--steps", type=int, default=7, help="measured steps per variant (after 2 warm-up steps)")
     p.add_argument("--window", type=int, default=10)
     p.add_argument("--score", default="general")
+    p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--json")
     args = p.parse_args()
     set_threads(0)
     rows = []
-    print(f"{'src len':>8} {'global s/step':>14} {'local_m':>10} {'local_p':>10} {'local_p / global':>17}")
+    print(f"{'src len':>8} " + " ".join(f"{v:>17}" for v in VARIANTS) + f" {'local_p / global':>17}")
     for n in args.lengths:
-        t = {m: step_time(m, n, args.batch, args.steps, args.window, args.score) for m in ("global", "local_m", "local_p")}
-        rows.append({"length": n, **{f"{m}_s_per_step": v for m, v in t.items()}})
-        print(f"{n:>8} {t['global']:>14.3f} {t['local_m']:>10.3f} {t['local_p']:>10.3f} {t['local_p'] / t['global']:>17.2f}")
+        steps = {name: stepper(mode, g, n, args.batch, args.window, args.score, args.hidden)
+                 for name, (mode, g) in VARIANTS.items()}
+        times: dict[str, list[float]] = {name: [] for name in steps}
+        for i in range(args.steps + 2):  # round robin, so that machine drift hits every variant alike
+            for name, step in steps.items():
+                t = step()
+                if i >= 2:
+                    times[name].append(t)
+        med = {name: statistics.median(v) for name, v in times.items()}
+        rows.append({"length": n, **{f"{k.replace(' ', '_')}_s_per_step": v for k, v in med.items()}})
+        print(f"{n:>8} " + " ".join(f"{v:>17.3f}" for v in med.values()) + f" {med['local_p'] / med['global']:>17.2f}",
+              flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
