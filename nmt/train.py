@@ -269,6 +269,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         log.info("resumed at step %d (epoch %d, update %d of it) | reset: optimizer %s, scheduler %s, counters %s",
                  counters["step"], counters["epoch"] + 1, counters["update_in_epoch"], tr.reset_optimizer,
                  tr.reset_scheduler, tr.reset_counters)
+    if tr.compile:  # the input-feeding step runs T times a batch: fusing its small ops pays
+        model.decoder._step = torch.compile(model.decoder._step, dynamic=True)
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None) if world_size > 1 else None
     net = ddp or model

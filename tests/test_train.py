@@ -260,3 +260,14 @@ def test_keep_best_and_last_and_full_dev_at_the_end(digits_dir, tmp_path):
     assert sorted(p.name for p in (run / "checkpoints").glob("step*.pt")) == ["step00000016.pt", "step00000020.pt"]
     assert len(list((run / "checkpoints").glob("best_step*.pt"))) <= 2
     assert "full_dev_bleu" in metrics
+
+
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")), reason="torch.compile on CPU needs a C++ compiler")
+def test_compiled_decoder_step_trains_like_eager(digits_dir, tmp_path):
+    """trainer.compile=true (torch.compile of the decoder step) gives the eager run's dev loss."""
+    losses = []
+    for compiled in (False, True):
+        metrics = train(digits_cfg(digits_dir, max_steps=20, valid_every=20, test_beam=0, compile=compiled),
+                        tmp_path / f"run{compiled}")
+        losses.append(metrics["history"][-1]["valid_loss"])
+    assert losses[1] == pytest.approx(losses[0], rel=1e-3)
