@@ -177,23 +177,30 @@ def test_gathering_the_window_equals_masking_the_source(score, mode):
             torch.testing.assert_close(a, b)
 
 
+def assert_same_loss_and_gradients(models, src, tgt) -> None:
+    """Every model gives the first one's loss and parameter gradients on the batch (src, tgt)."""
+    from nmt.batching import make_batch
+    from nmt.train import batch_loss
+
+    grads = []
+    for model in models:
+        loss = batch_loss(model, make_batch(src, tgt, range(len(src))))
+        loss.backward()
+        grads.append([loss.detach()] + [p.grad for p in model.parameters()])
+    for other in grads[1:]:
+        for a, b in zip(grads[0], other):
+            torch.testing.assert_close(a, b)
+
+
 @pytest.mark.parametrize("mode", ["local_m", "local_p"])
 def test_whole_model_gradients_do_not_depend_on_the_window_path(make_model, random_sources, mode):
     """Training through the gathered window (sources tapped in ``Seq2Seq.encode``) gives the same
     loss and parameter gradients as masking the whole source."""
-    from nmt.batching import make_batch
-    from nmt.train import batch_loss
-
-    src, tgt = random_sources(4, 5, 30, 23, seed=3), random_sources(4, 3, 12, 19, seed=4)
-    grads = []
+    models = []
     for gather_above in (math.inf, 0.0):
-        model = make_model(mode=mode, window=2, seed=5, train=False)
-        model.decoder.attention.gather_above = gather_above
-        loss = batch_loss(model, make_batch(src, tgt, range(4)))
-        loss.backward()
-        grads.append([loss.detach()] + [p.grad for p in model.parameters()])
-    for a, b in zip(*grads):
-        torch.testing.assert_close(a, b)
+        models.append(make_model(mode=mode, window=2, seed=5, train=False))
+        models[-1].decoder.attention.gather_above = gather_above
+    assert_same_loss_and_gradients(models, random_sources(4, 5, 30, 23, seed=3), random_sources(4, 3, 12, 19, seed=4))
 
 
 @pytest.mark.parametrize("score,mode", list(itertools.product(("dot", "general", "concat", "scaled_dot", "location"),
@@ -201,16 +208,8 @@ def test_whole_model_gradients_do_not_depend_on_the_window_path(make_model, rand
 def test_deferred_source_gradients_equal_autograd(make_model, random_sources, score, mode):
     """Summing the steps' gradients for keys and memory once per batch (``tap``) gives the loss and
     parameter gradients of plain autograd, for every score and mode, with padding."""
-    from nmt.batching import make_batch
-    from nmt.train import batch_loss
-
-    src, tgt = random_sources(4, 2, 9, 23, seed=3), random_sources(4, 1, 7, 19, seed=4)
-    grads = []
+    models = []
     for defer in (False, True):
-        model = make_model(score=score, mode=mode, window=2, seed=6, train=False)
-        model.decoder.attention.defer_source_grads = defer
-        loss = batch_loss(model, make_batch(src, tgt, range(4)))
-        loss.backward()
-        grads.append([loss.detach()] + [p.grad for p in model.parameters()])
-    for a, b in zip(*grads):
-        torch.testing.assert_close(a, b)
+        models.append(make_model(score=score, mode=mode, window=2, seed=6, train=False))
+        models[-1].decoder.attention.defer_source_grads = defer
+    assert_same_loss_and_gradients(models, random_sources(4, 2, 9, 23, seed=3), random_sources(4, 1, 7, 19, seed=4))
