@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from nmt.attention import LuongAttention
+from nmt.dropout import Dropout
 from nmt.encoder import RNNS
 from nmt.tokenizer import PAD
 
@@ -54,8 +55,8 @@ class Decoder(nn.Module):
         )
         self.attention = attention
         self.W_c = nn.Linear(2 * hidden, hidden, bias=False)
-        self.dropout = nn.Dropout(dropout)
-        self.rnn_dropout = nn.Dropout(dropout if layers > 1 else 0.0)  # between stacked layers
+        self.dropout = Dropout(dropout)
+        self.rnn_dropout = Dropout(dropout if layers > 1 else 0.0)  # between stacked layers
         self.out = nn.Linear(hidden, vocab)  # W_s
 
     def forward(
@@ -82,6 +83,8 @@ class Decoder(nn.Module):
         # (O(T²) memory traffic), the backward of one unbind stacks the T gradients once
         xs = self._project_inputs(emb, w).unbind(1)  # tgt_len × (batch, gates)
         feed = emb.new_zeros(emb.size(0), 1, self.hidden)  # h̃_0
+        if w is not None:  # per-layer states through the loop: selecting a layer of a stacked
+            state = (state[0].unbind(0), state[1].unbind(0))  # state would cost a zero-filled copy in backward
         outs, weights, centres = [], [], []
         for t in range(T):
             feed, state, a, p = self._step(xs[t], feed, state, src, positions[t : t + 1], w)
@@ -110,7 +113,11 @@ class Decoder(nn.Module):
         """
         w = self._weights() if weights is None else weights
         x = self._project_inputs(self.dropout(self.embed(y_prev)), w)  # (batch, gates)
+        if w is not None:
+            state = (state[0].unbind(0), state[1].unbind(0))
         feed, state, a, p = self._step(x, feed, state, src, position, w)
+        if w is not None:
+            state = (torch.stack(state[0]), torch.stack(state[1]))
         logp = torch.log_softmax(self.out(feed).squeeze(1).float(), dim=-1)  # (batch, vocab)
         return logp, feed, state, a, p
 
@@ -138,25 +145,28 @@ class Decoder(nn.Module):
         r, E = self.rnn, emb.size(-1)
         return nn.functional.linear(emb, r.weight_ih_l0[:, :E], r.bias_ih_l0 + r.bias_hh_l0)  # (..., 4H)
 
-    def _step(self, x: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor, w):
-        """x: (batch, 4H) projected embedding (LSTM) or (batch, emb) embedding (GRU)."""
+    def _step(self, x: torch.Tensor, feed: torch.Tensor, state, src: Source, position: torch.Tensor, w):
+        """x: (batch, 4H) projected embedding (LSTM) or (batch, emb) embedding (GRU).
+
+        state: the nn.RNN's (layers, batch, hidden) state, or for the written-out LSTM (w given)
+        per-layer sequences ([h_l], [c_l]) of (batch, hidden) tensors.
+        """
         if w is None:
             x = torch.cat([x.unsqueeze(1), feed], -1) if self.input_feeding else x.unsqueeze(1)
             h, state = self.rnn(x, state)  # (batch, 1, hidden)
         else:
-            h0, c0 = state  # (layers, batch, hidden)
+            h0, c0 = state
             hs, cs = [], []
             inp = feed.squeeze(1)  # (batch, hidden)
             for l, (W, b) in enumerate(w):
-                gates = torch.cat([inp, h0[l]], -1) @ W.t()  # (batch, 4H)
-                gates = gates + (x if l == 0 else b)
+                gates = torch.addmm(x if l == 0 else b, torch.cat([inp, h0[l]], -1), W.t())  # (batch, 4H)
                 i, f, g, o = gates.chunk(4, -1)
                 c = torch.sigmoid(f) * c0[l] + torch.sigmoid(i) * torch.tanh(g)
                 hl = torch.sigmoid(o) * torch.tanh(c)
                 hs.append(hl)
                 cs.append(c)
                 inp = self.rnn_dropout(hl) if l + 1 < len(w) else hl
-            state = (torch.stack(hs), torch.stack(cs))
+            state = (hs, cs)
             h = inp.unsqueeze(1)  # (batch, 1, hidden)
         att, a, p = self._attend(h, src, position)
         return att, state, a, p

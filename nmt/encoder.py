@@ -6,6 +6,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from nmt.dropout import Dropout
 from nmt.tokenizer import PAD
 
 RNNS = {"lstm": nn.LSTM, "gru": nn.GRU}
@@ -19,7 +20,7 @@ class Encoder(nn.Module):
     ):
         super().__init__()
         self.embed = nn.Embedding(vocab, emb, padding_idx=PAD)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.dirs = 2 if bidirectional else 1
         self.layers = layers
         self.rnn = RNNS[rnn_type](

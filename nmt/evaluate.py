@@ -24,6 +24,7 @@ from nmt.data import DataError, load_corpus, read_lines, src_normalizer
 from nmt.device import pick_device, set_threads
 from nmt.metrics import Scores, score
 from nmt.model import Seq2Seq
+from nmt.search import STOPS
 from nmt.tokenizer import Tokenizer
 from nmt.translate import load_models, translate_texts
 
@@ -40,9 +41,10 @@ def evaluate(
     beam: int = 1,
     alpha: float = 1.0,
     device: torch.device = torch.device("cpu"),
+    stop: str = "full",
 ) -> tuple[Scores, list[str]]:
     """Translate ``src`` and score it against one or more reference streams."""
-    hyps = translate_texts(models, tok, normalize, src, beam=beam, alpha=alpha, device=device)
+    hyps = translate_texts(models, tok, normalize, src, beam=beam, alpha=alpha, device=device, stop=stop)
     return score(hyps, refs, tgt_lang), hyps
 
 
@@ -83,6 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--split", action=_AddSet, help="a split of the training corpus, e.g. test (repeatable)")
     p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
     p.add_argument("--alpha", type=float, default=1.0, help="GNMT length penalty α (default 1.0)")
+    p.add_argument("--stop", choices=STOPS, default="full",
+                   help="when a sentence's beam search ends: exact, full (default) or first (see nmt.translate)")
     p.add_argument("--output", "-o", help="write the hypotheses here (one set), or into this folder (several)")
     p.add_argument("--json", action="store_true", help="print JSON (one object per set) instead of a table")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
@@ -105,10 +109,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for s in sets:
             src, refs = _load_set(s, cfg)
             scores, hyps = evaluate(
-                models, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam, args.alpha, device
+                models, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam, args.alpha, device,
+                stop=args.stop,
             )
             rows.append({"set": s["name"], "sentences": len(src), "references": len(refs), "beam": args.beam,
-                         **scores.as_dict()})
+                         "stop": args.stop, **scores.as_dict()})
             if args.output:
                 out = Path(args.output)
                 if len(sets) > 1:

@@ -19,6 +19,13 @@ from nmt.tokenizer import BOS, EOS, PAD
 
 Models = Union[Seq2Seq, Sequence[Seq2Seq]]
 
+# When a sentence's beam search ends (``stop``):
+#   exact  no live hypothesis can still beat the best finished one (the best under the length
+#          penalty that a beam of this size can find; decodes longest)
+#   full   ``beam`` hypotheses have finished (fairseq)
+#   first  the best candidate of a step is a finished one (OpenNMT-py, Joey NMT; fastest)
+STOPS = ("exact", "full", "first")
+
 
 @dataclass
 class Hypotheses:
@@ -103,6 +110,27 @@ def _until_eos(seq: list[int]) -> list[int]:
     return seq[: seq.index(EOS)] if EOS in seq else seq
 
 
+def topk_rows(x: torch.Tensor, k: int, groups: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x.topk(k, dim=1)`` of a (rows, width) tensor, about 3× faster on the CPU for wide rows.
+
+    The row is split into ``groups`` strided slices; the k columns whose maximum over the
+    slices is largest hold every one of the k largest values (each of them lies in a column
+    whose maximum is at least the k-th largest value, and at most k columns can be such), so
+    topk then only looks at k × groups values. Ties may come out in another order.
+    """
+    rows, width = x.shape
+    n = width // groups  # columns; the last width - groups·n values are always candidates
+    if x.device.type != "cpu" or n < 4 * k:
+        return x.topk(k, dim=1)
+    head = x[:, : groups * n].view(rows, groups, n)
+    _, col = head.amax(1).topk(k, dim=1)  # (rows, k)
+    idx = (col.unsqueeze(-1) + torch.arange(0, groups * n, n, device=x.device)).view(rows, -1)  # (rows, k·groups)
+    if groups * n < width:
+        idx = torch.cat([idx, torch.arange(groups * n, width, device=x.device).expand(rows, -1)], 1)
+    values, j = x.gather(1, idx).topk(k, dim=1)
+    return values, idx.gather(1, j)
+
+
 def length_penalty(length: torch.Tensor, alpha: float) -> torch.Tensor:
     """GNMT length penalty ((5 + |Y|) / 6)^α (Wu et al. 2016)."""
     return ((5.0 + length.float()) / 6.0) ** alpha
@@ -116,14 +144,16 @@ def coverage_penalty(coverage: torch.Tensor, beta: float) -> torch.Tensor:
 @torch.no_grad()
 def beam_search(
     model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, ratio: float = 2.0, extra: int = 10,
-    cap: int = 200, n_best: int = 1, beta: float = 0.0,
+    cap: int = 200, n_best: int = 1, beta: float = 0.0, stop: str = "full",
 ) -> Hypotheses:
     """Batched beam search; finished hypotheses move to a per-sentence buffer of size ``beam``.
 
-    A sentence is done when its best finished score cannot be beaten by any live beam
-    (log-probabilities only fall, and the length penalty is bounded by the length limit, and
-    the coverage penalty is at most 0); done sentences leave the batch.
+    A sentence is done at its length limit or by the ``stop`` rule (see ``STOPS``); done
+    sentences leave the batch. ``exact`` is exact because log-probabilities only fall, the
+    length penalty is bounded at the length limit and the coverage penalty is at most 0.
     """
+    if stop not in STOPS:
+        raise ValueError(f"stop must be one of {', '.join(STOPS)}, got {stop!r}")
     if beam == 1 and n_best == 1 and beta == 0.0:
         return greedy(model, batch, ratio, extra, cap)
     if n_best > beam:
@@ -151,14 +181,14 @@ def beam_search(
         V = logp.size(1)
         logp[:, PAD] = float("-inf")
         _force_eos(logp, (t >= limit).repeat_interleave(K))
-        cand = (alive.unsqueeze(-1) + logp.view(na, K, V)).view(na, K * V)
-        top, idx = cand.topk(2 * K, dim=1)  # (na, 2K)
+        cand = logp.view(na, K, V).add_(alive.unsqueeze(-1)).view(na, K * V)  # in place: logp is ours
+        top, idx = topk_rows(cand, 2 * K)  # (na, 2K)
         origin, token = idx // V, idx % V
         is_eos = token == EOS
         if coverage is not None:
             coverage = coverage + a.float()
         # finished: new EOS candidates join the buffer, the best K stay
-        new_fin = top / length_penalty(torch.full_like(top, t + 1), alpha)
+        new_fin = top / ((5.0 + t + 1) / 6.0) ** alpha  # length_penalty(t + 1)
         if coverage is not None:
             cov = coverage_penalty(coverage.masked_fill(~src_mask, 1.0), beta).view(na, K)  # (na, K)
             new_fin = new_fin + cov.gather(1, origin)
@@ -172,8 +202,13 @@ def beam_search(
         origin, token = origin.gather(1, pick), token.gather(1, pick)
         seqs = seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, T + 1))
         seqs[:, :, t] = token
-        # done: no live beam can beat the best finished hypothesis, or out of length
-        done = (fin_scores[act, 0] >= alive[:, 0] / best_lp) | (t >= limit)  # (na,)
+        # done: out of length, or by the stop rule
+        if stop == "first":
+            done = is_eos[:, 0] | (t >= limit)  # (na,)
+        elif stop == "full":
+            done = (fin_scores[act, K - 1] > float("-inf")) | (t >= limit)
+        else:
+            done = (fin_scores[act, 0] >= alive[:, 0] / best_lp) | (t >= limit)
         rows = (origin + torch.arange(na, device=dev).unsqueeze(1) * K).view(-1)  # (na*K,) parents
         if bool(done.any()):
             if bool(done.all()):

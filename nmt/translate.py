@@ -23,7 +23,7 @@ from nmt.data import DataError, read_lines, src_normalizer
 from nmt.device import pick_device, set_threads
 from nmt.model import Seq2Seq
 from nmt.plot import PlotError, attention_figure, find_cjk_font, save_png
-from nmt.search import beam_search
+from nmt.search import STOPS, beam_search
 from nmt.tokenizer import EOS, Tokenizer
 
 log = logging.getLogger("nmt.translate")
@@ -43,6 +43,7 @@ def translate_nbest(
     n_best: int = 1,
     batch_sentences: int = 1000,
     beta: float = 0.0,
+    stop: str = "full",
 ) -> list[list[tuple[str, float]]]:
     """The ``n_best`` translations of each raw source line with their scores, best first.
 
@@ -61,7 +62,7 @@ def translate_nbest(
         m.eval()
     budget = max(batch_tokens // beam, MAX_SRC_PIECES)
     for batch in inference_batches([ids[i] for i in todo], budget, max(1, batch_sentences)):
-        hyps = beam_search(group, batch.to(device), beam=beam, alpha=alpha, n_best=n_best, beta=beta)
+        hyps = beam_search(group, batch.to(device), beam=beam, alpha=alpha, n_best=n_best, beta=beta, stop=stop)
         for row, nbest in zip(batch.index.tolist(), hyps.nbest):
             out[todo[row]] = [(tok.decode_tgt(toks), score) for toks, score in nbest]
     for m, training in zip(group, was_training):
@@ -78,9 +79,11 @@ def translate_texts(
     alpha: float = 1.0,
     batch_tokens: int = 4000,
     device: torch.device = torch.device("cpu"),
+    stop: str = "full",
 ) -> list[str]:
     """The best translation of each raw source line."""
-    return [h[0][0] for h in translate_nbest(models, tok, normalize, texts, beam, alpha, batch_tokens, device)]
+    return [h[0][0] for h in translate_nbest(models, tok, normalize, texts, beam, alpha, batch_tokens, device,
+                                             stop=stop)]
 
 
 def align(
@@ -147,6 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
     p.add_argument("--alpha", type=float, default=1.0, help="GNMT length penalty α (default 1.0)")
     p.add_argument("--beta", type=float, default=0.0, help="GNMT coverage penalty β (default 0: off)")
+    p.add_argument("--stop", choices=STOPS, default="full",
+                   help="when a sentence's beam search ends: exact (no live hypothesis can win), full (beam "
+                        "hypotheses finished, default) or first (the best candidate finished, as OpenNMT-py)")
     p.add_argument("--n-best", type=int, default=1, help="print the K best as 'line ||| translation ||| score'")
     p.add_argument("--batch-size", type=int, default=1000, help="at most this many sentences per batch")
     p.add_argument("--batch-tokens", type=int, default=4000, help="at most this many source tokens × beam per batch")
@@ -175,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for chunk in _lines(args):
                 results = translate_nbest(
                     models, tok, normalize, chunk, args.beam, args.alpha, args.batch_tokens, device,
-                    n_best=args.n_best, batch_sentences=args.batch_size, beta=args.beta,
+                    n_best=args.n_best, batch_sentences=args.batch_size, beta=args.beta, stop=args.stop,
                 )
                 for text, nbest in zip(chunk, results):
                     attention = None

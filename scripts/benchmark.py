@@ -3,9 +3,11 @@
     python scripts/benchmark.py --config bench_small --data ../shared/data/tatoeba-cmn-eng --json bench.json
     python scripts/benchmark.py --config bench_small --data DIR --checkpoint outputs/<run>/   # decode a trained model
 
-Training: N measured steps after a warm-up, real (non-padding) tokens per second, peak RSS,
+Training: N measured steps after a warm-up, real tokens per second (target pieces without EOS,
+as the peer harness counts them), peak RSS,
 model FLOPs per target token and the fraction of this machine's measured fp32 matmul peak.
-Decoding: the dev split, greedy and beam 5, sentences per second and BLEU.
+Decoding: the dev split, greedy and beam 5 (with our default stop rule and with the peers'
+``first``), sentences per second and BLEU.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from nmt.data import load_corpus, src_normalizer
 from nmt.device import autocast, pick_device, set_threads
 from nmt.evaluate import evaluate
 from nmt.model import Seq2Seq, build_model
+from nmt.optim import build_optimizer
 from nmt.tokenizer import PAD, load_or_train
 from nmt.train import batch_loss, encode_train
 
@@ -77,7 +80,7 @@ def main() -> int:
     tok = load_or_train(cfg.tokenizer, src_text, tgt_text, seed=tr.seed)
     src, tgt = encode_train(tok, src_text, tgt_text, cfg.data.max_tokens)
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
-    opt = torch.optim.Adam(model.parameters(), lr=tr.lr)
+    opt = build_optimizer(tr, model.parameters())
     rng = random.Random(tr.seed)
     batches: list = []
     while len(batches) < args.warmup + args.steps:
@@ -96,7 +99,8 @@ def main() -> int:
         step(b)
     measured = batches[args.warmup : args.warmup + args.steps]
     n_src = sum(int(b.host_lens.sum()) for b in measured)
-    n_tgt = sum(int((b.tgt_out != PAD).sum()) for b in measured)
+    # target pieces without EOS, as the peer harness counts (sentences × mean pieces per sentence)
+    n_tgt = sum(int((b.tgt_out != PAD).sum()) - b.size for b in measured)
     n_sents = sum(b.size for b in measured)
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -126,11 +130,12 @@ def main() -> int:
         dev_src, dev_tgt = list(corpus["dev"]["src"]), list(corpus["dev"]["tgt"])
         norm = src_normalizer(dec_cfg.data)
         result["decode"] = {}
-        for name, beam in (("greedy", 1), ("beam5", 5)):
+        # beam5: our default stop rule (beam hypotheses finished); beam5_first: the peers' rule
+        for name, beam, stop in (("greedy", 1, "full"), ("beam5", 5, "full"), ("beam5_first", 5, "first")):
             t0 = time.perf_counter()
             with autocast(device, tr.precision):
                 scores, _ = evaluate(dec_model, dec_tok, norm, dev_src, [dev_tgt], dec_cfg.data.tgt_lang, beam=beam,
-                                     device=device)
+                                     device=device, stop=stop)
             dt = time.perf_counter() - t0
             result["decode"][name] = {"sents_per_s": len(dev_src) / dt, "seconds": dt, "bleu": scores.bleu,
                                       "chrf": scores.chrf}

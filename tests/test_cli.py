@@ -116,6 +116,17 @@ def test_translate_input_and_output_files(trained_run, run_cli, stdin_translatio
     assert out.read_text(encoding="utf-8") == stdin_translation.stdout
 
 
+def test_translate_stop_rules(trained_run, run_cli, explain):
+    """--stop picks when a sentence's beam ends; each rule translates every line; another word
+    is a usage error."""
+    for stop in ("exact", "first"):
+        proc = run_cli("nmt.translate", trained_run, *SENTENCES, "--beam", "3", "--stop", stop)
+        assert proc.returncode == 0, explain(proc)
+        assert len(proc.stdout.splitlines()) == len(SENTENCES)
+    proc = run_cli("nmt.translate", trained_run, *SENTENCES, "--stop", "never")
+    assert_clean_failure(proc, "--stop", "invalid choice", prog="nmt.translate")
+
+
 # --------------------------------------------------------------------------- evaluate
 def test_evaluate_files_json(trained_run, run_cli, stdin_translation, tmp_path, explain):
     """--src/--ref/--ref gives one JSON object with BLEU, chrF and signatures for two references;
@@ -132,7 +143,7 @@ def test_evaluate_files_json(trained_run, run_cli, stdin_translation, tmp_path, 
     assert {"bleu", "chrf", "bleu_signature", "chrf_signature"} <= result.keys()
     assert 0 <= result["bleu"] <= 100 and 0 <= result["chrf"] <= 100
     assert "nrefs:2" in result["bleu_signature"]
-    assert result["sentences"] == 3 and result["beam"] == 2
+    assert result["sentences"] == 3 and result["beam"] == 2 and result["stop"] == "full"
     translated = stdin_translation.stdout.split("\n")
     assert (tmp_path / "hyp.en").read_text(encoding="utf-8").split("\n")[:3] == [translated[i] for i in (0, 3, 4)]
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nmt.batching import make_batch
-from nmt.search import beam_search, greedy, length_penalty
+from nmt.search import STOPS, beam_search, greedy, length_penalty, topk_rows
 from nmt.tokenizer import BOS, EOS, PAD, UNK
 
 SRC_V, TGT_V = 30, 25
@@ -167,6 +167,46 @@ def test_beam_finds_what_greedy_misses(bigram_model, alpha):
         hyps = beam_search(bigram_model, batch, beam=beam, alpha=alpha, cap=4)
         assert hyps.tokens == [[B_], [B_]]
         assert hyps.scores == pytest.approx([expected_score] * 2)
+
+
+@pytest.mark.parametrize("stop,steps", [("first", 2), ("full", 3), ("exact", 2)])
+def test_stop_rules_end_the_search_when_they_say(bigram_model, monkeypatch, stop, steps):
+    """Beam 2. Step 2's best candidate is b EOS (0.36): ``first`` ends there. ``full`` waits for a
+    second finished hypothesis, a c EOS (0.12), at step 3. ``exact`` (α = 1) ends at step 2 too:
+    the best live prefix, a c (0.2), cannot beat b EOS even if the penalty of the longest output
+    (4 tokens) divides it."""
+    calls = []
+    inner = bigram_model.decoder.step
+    monkeypatch.setattr(bigram_model.decoder, "step", lambda *a, **k: calls.append(1) or inner(*a, **k))
+    hyps = beam_search(bigram_model, batch_of([[5, 6, 7]]), beam=2, alpha=1.0, cap=4, stop=stop)
+    assert hyps.tokens == [[B_]]
+    assert len(calls) == steps
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_exact_stop_never_scores_below_the_early_rules(make_model, sources, seed):
+    """The decoding is the same until a rule stops a sentence and the finished buffer only
+    improves, so ``exact``, which stops last, scores at least as well as ``full`` and ``first``."""
+    model = make_model(SRC_V, TGT_V, mode="global", seed=seed)
+    scores = {s: beam_search(model, batch_of(sources), beam=3, stop=s).scores for s in STOPS}
+    for s in ("full", "first"):
+        assert all(e >= o - 1e-5 for e, o in zip(scores["exact"], scores[s])), s
+    with pytest.raises(ValueError, match="stop must be one of"):
+        beam_search(model, batch_of(sources), beam=3, stop="never")
+
+
+@pytest.mark.parametrize("rows,width,k", [(3, 4000, 10), (7, 20003, 10), (2, 50, 10), (5, 333, 4)])
+def test_topk_rows_is_topk(rows, width, k):
+    """The grouped top-k gives topk's values, at indices that hold them, also with -inf blocks
+    (beams not yet live) and a width that the groups do not divide."""
+    g = torch.Generator().manual_seed(width)
+    x = torch.randn(rows, width, generator=g)
+    x[0, width // 5 :] = -math.inf
+    values, idx = topk_rows(x, k)
+    ref, _ = x.topk(k, dim=1)
+    assert torch.equal(values, ref)
+    assert torch.equal(x.gather(1, idx), values)
+    assert all(len(set(r)) == k for r in idx.tolist())
 
 
 def test_unk_is_a_normal_token_but_pad_never_appears(make_model, sources):
