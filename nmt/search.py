@@ -187,16 +187,18 @@ def beam_search(
         is_eos = token == EOS
         if coverage is not None:
             coverage = coverage + a.float()
-        # finished: new EOS candidates join the buffer, the best K stay
-        new_fin = top / ((5.0 + t + 1) / 6.0) ** alpha  # length_penalty(t + 1)
-        if coverage is not None:
-            cov = coverage_penalty(coverage.masked_fill(~src_mask, 1.0), beta).view(na, K)  # (na, K)
-            new_fin = new_fin + cov.gather(1, origin)
-        new_fin = new_fin.masked_fill(~is_eos, float("-inf"))
-        prev = seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, T + 1))  # (na, 2K, T+1); EOS at t
-        merged, keep = torch.cat([fin_scores[act], new_fin], 1).topk(K, dim=1)
-        fin_scores[act] = merged
-        fin_seqs[act] = torch.cat([fin_seqs[act], prev], 1).gather(1, keep.unsqueeze(-1).expand(-1, -1, T + 1))
+        # finished: new EOS candidates join the buffer, the best K stay (skipped, at the cost of
+        # a host sync, in the many steps where no candidate ends)
+        if bool(is_eos.any()):
+            new_fin = top / ((5.0 + t + 1) / 6.0) ** alpha  # length_penalty(t + 1)
+            if coverage is not None:
+                cov = coverage_penalty(coverage.masked_fill(~src_mask, 1.0), beta).view(na, K)  # (na, K)
+                new_fin = new_fin + cov.gather(1, origin)
+            new_fin = new_fin.masked_fill(~is_eos, float("-inf"))
+            prev = seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, T + 1))  # (na, 2K, T+1); EOS at t
+            merged, keep = torch.cat([fin_scores[act], new_fin], 1).topk(K, dim=1)
+            fin_scores[act] = merged
+            fin_seqs[act] = torch.cat([fin_seqs[act], prev], 1).gather(1, keep.unsqueeze(-1).expand(-1, -1, T + 1))
         # alive: the best K candidates that did not end
         alive, pick = top.masked_fill(is_eos, float("-inf")).topk(K, dim=1)  # (na, K)
         origin, token = origin.gather(1, pick), token.gather(1, pick)

@@ -50,3 +50,26 @@ def test_plateau_decays_after_patience_and_round_trips():
 def test_optimizers(name, cls):
     opt = build_optimizer(OmegaConf.structured(TrainerConfig(optimizer=name, lr=0.3)), [torch.nn.Parameter(torch.ones(2))])
     assert isinstance(opt, cls) and opt.param_groups[0]["lr"] == 0.3
+
+
+@pytest.mark.parametrize("name", ["sgd", "adam", "adamw"])
+def test_optimizers_are_fused_and_step_like_the_plain_ones(name):
+    """On the CPU the optimizer is torch's fused one (one kernel for all parameters), and a few
+    updates land where the per-tensor implementation puts them."""
+    cfg = OmegaConf.structured(TrainerConfig(optimizer=name, lr=0.1, weight_decay=0.01))
+    torch.manual_seed(0)
+    start = [torch.randn(5, 3), torch.randn(7)]
+    grads = [[torch.randn_like(p) for p in start] for _ in range(3)]
+    params = [torch.nn.Parameter(p.clone()) for p in start]
+    fused = build_optimizer(cfg, params)
+    assert fused.defaults["fused"] is True
+    plain_params = [torch.nn.Parameter(p.clone()) for p in start]
+    kind = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[name]
+    plain = kind(plain_params, lr=0.1, weight_decay=0.01)
+    for gs in grads:
+        for opt, ps in ((fused, params), (plain, plain_params)):
+            for p, g in zip(ps, gs):
+                p.grad = g.clone()
+            opt.step()
+    for a, b in zip(params, plain_params):
+        assert torch.allclose(a, b, atol=1e-6)
