@@ -81,29 +81,36 @@ def _force_eos(logp: torch.Tensor, rows: torch.Tensor) -> None:
 
 @torch.no_grad()
 def greedy(model: Models, batch: Batch, ratio: float = 2.0, extra: int = 10, cap: int = 200) -> Hypotheses:
+    """Batched greedy search; sentences leave the batch once a quarter of its rows have ended."""
     stepper = Stepper(model, batch)
     n, dev = batch.size, batch.src.device
-    limit = max_lengths(batch.src_lens, ratio, extra, cap)  # (batch,)
-    y = torch.full((n,), BOS, dtype=torch.long, device=dev)
-    done = torch.zeros(n, dtype=torch.bool, device=dev)
-    score = torch.zeros(n, device=dev)
-    out = []
+    limit = max_lengths(batch.src_lens, ratio, extra, cap)  # (live,)
     T = int(limit.max())
+    y = torch.full((n,), BOS, dtype=torch.long, device=dev)
+    done = torch.zeros(n, dtype=torch.bool, device=dev)  # (live,)
+    score = torch.zeros(n, device=dev)  # (batch,)
+    tokens = torch.full((n, T + 1), EOS, dtype=torch.long, device=dev)  # (batch, steps)
+    live = torch.arange(n, device=dev)  # batch row of each live row
     positions = torch.arange(T + 1, device=dev, dtype=torch.float)
     for t in range(T + 1):
         logp, _ = stepper.step(y, positions[t : t + 1])
         logp[:, PAD] = float("-inf")
         _force_eos(logp, t >= limit)
-        best, y = logp.max(-1)  # (batch,)
-        score = score + best.masked_fill(done, 0.0)
+        best, y = logp.max(-1)  # (live,)
+        score.index_add_(0, live, best.masked_fill(done, 0.0))
         y = y.masked_fill(done, EOS)
-        out.append(y)
+        tokens[live, t] = y
         done = done | (y == EOS)
-        if bool(done.all()):
+        ended = int(done.sum())  # the loop's one host sync
+        if ended == done.numel():
             break
-    tokens = [_until_eos(s) for s in torch.stack(out, 1).tolist()]  # (batch, steps)
+        if 4 * ended >= done.numel():  # drop the ended rows: they would cost as much as live ones
+            keep = (~done).nonzero().squeeze(1)
+            stepper.select(keep, sources=True)
+            live, y, limit, done = live[keep], y[keep], limit[keep], done[keep]
+    rows = [_until_eos(s) for s in tokens.tolist()]
     scores = score.tolist()
-    return Hypotheses(tokens, scores, [[(t, s)] for t, s in zip(tokens, scores)])
+    return Hypotheses(rows, scores, [[(r, s)] for r, s in zip(rows, scores)])
 
 
 def _until_eos(seq: list[int]) -> list[int]:

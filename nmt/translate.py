@@ -38,7 +38,7 @@ def translate_nbest(
     texts: Sequence[str],
     beam: int = 5,
     alpha: float = 1.0,
-    batch_tokens: int = 4000,
+    batch_tokens: int = 8000,
     device: torch.device = torch.device("cpu"),
     n_best: int = 1,
     batch_sentences: int = 1000,
@@ -77,7 +77,7 @@ def translate_texts(
     texts: Sequence[str],
     beam: int = 5,
     alpha: float = 1.0,
-    batch_tokens: int = 4000,
+    batch_tokens: int = 8000,
     device: torch.device = torch.device("cpu"),
     stop: str = "full",
 ) -> list[str]:
@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "hypotheses finished, default) or first (the best candidate finished, as OpenNMT-py)")
     p.add_argument("--n-best", type=int, default=1, help="print the K best as 'line ||| translation ||| score'")
     p.add_argument("--batch-size", type=int, default=1000, help="at most this many sentences per batch")
-    p.add_argument("--batch-tokens", type=int, default=4000, help="at most this many source tokens × beam per batch")
+    p.add_argument("--batch-tokens", type=int, default=8000, help="at most this many source tokens × beam per batch")
     p.add_argument("--print-attention", action="store_true",
                    help="append ' ||| i-j ...' (target piece j attends most to source piece i) to each line")
     p.add_argument("--plot-attention", metavar="DIR", help="write an attention heatmap per sentence into DIR")
