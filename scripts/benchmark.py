@@ -32,8 +32,8 @@ from nmt.metrics import score
 from nmt.model import Seq2Seq, build_model
 from nmt.optim import build_optimizer
 from nmt.tokenizer import PAD, load_or_train
-from nmt.translate import translate_texts
 from nmt.train import batch_loss, encode_train
+from nmt.translate import translate_texts
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
