@@ -138,9 +138,9 @@ def topk_rows(x: torch.Tensor, k: int, groups: int = 16) -> tuple[torch.Tensor, 
     return values, idx.gather(1, j)
 
 
-def length_penalty(length: torch.Tensor, alpha: float) -> torch.Tensor:
-    """GNMT length penalty ((5 + |Y|) / 6)^α (Wu et al. 2016)."""
-    return ((5.0 + length.float()) / 6.0) ** alpha
+def length_penalty(length: Union[torch.Tensor, int], alpha: float) -> Union[torch.Tensor, float]:
+    """GNMT length penalty ((5 + |Y|) / 6)^α (Wu et al. 2016), of a length or a tensor of them."""
+    return ((5.0 + length) / 6.0) ** alpha
 
 
 def coverage_penalty(coverage: torch.Tensor, beta: float) -> torch.Tensor:
@@ -197,7 +197,7 @@ def beam_search(
         # finished: new EOS candidates join the buffer, the best K stay (skipped, at the cost of
         # a host sync, in the many steps where no candidate ends)
         if bool(is_eos.any()):
-            new_fin = top / ((5.0 + t + 1) / 6.0) ** alpha  # length_penalty(t + 1)
+            new_fin = top / length_penalty(t + 1, alpha)
             if coverage is not None:
                 cov = coverage_penalty(coverage.masked_fill(~src_mask, 1.0), beta).view(na, K)  # (na, K)
                 new_fin = new_fin + cov.gather(1, origin)
