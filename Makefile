@@ -1,12 +1,13 @@
 # Two commands do all set-up on a fresh machine (see README.md):
-#   make demo   create .venv, install, train +experiment=zh_en_local_p on the embedded corpus,
-#               evaluate it on the test split and translate a sentence
+#   make demo   create .venv, install, train +experiment=zh_en_local_p on the packaged Tatoeba corpus,
+#               evaluate it on the held-out test split and translate five everyday sentences
 #   make test   create .venv if needed, install, run the test suite
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 RUN ?= outputs/demo
 EXPERIMENT ?= zh_en_local_p
+SENTENCES ?= 我爱你。 今天天气很好。 你叫什么名字？ 我想喝一杯咖啡。 他明天要去北京。
 
 .PHONY: demo test venv lint clean
 
@@ -23,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 demo: venv
 	$(PY) -m nmt.train +experiment=$(EXPERIMENT) hydra.run.dir=$(RUN)
 	$(PY) -m nmt.evaluate $(RUN) --split test --beam 5
-	echo "我爱北京天安门。" | $(PY) -m nmt.translate $(RUN) --beam 5
+	$(PY) -m nmt.translate $(RUN) --beam 5 --with-source $(SENTENCES)
 
 test: venv
 	$(PY) -m pytest -q

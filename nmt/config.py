@@ -20,10 +20,10 @@ class ConfigError(ValueError):
 
 @dataclass
 class DataConfig:
-    source: str = "hsk"  # hsk | files | hub
+    source: str = "tatoeba"  # tatoeba (packaged, data/tatoeba) | hsk | files | hub
     src_lang: str = "zh"
     tgt_lang: str = "en"
-    dir: Optional[str] = None  # files: folder with {train,dev,test}.{src_lang,tgt_lang}
+    dir: Optional[str] = None  # files: folder with {train,dev,test}.{src_lang,tgt_lang}; tatoeba: None = data/tatoeba
     name: Optional[str] = None  # hub: dataset name, or a local path saved with save_to_disk
     config: Optional[str] = None  # hub: dataset config, e.g. "zh-en"
     revision: Optional[str] = None  # hub: a branch or commit, e.g. "refs/convert/parquet"
@@ -55,6 +55,7 @@ class TokenizerConfig:
     src_vocab_size: int = 4000
     tgt_vocab_size: int = 4000
     character_coverage: float = 0.9995
+    byte_fallback: bool = False  # characters outside the vocabulary become UTF-8 byte pieces, not <unk>
     input_sentence_size: int = 1_000_000  # train on a seeded random sample of at most this many sentences per side
     cache_dir: Optional[str] = None  # trained models are cached here; None = $NMT_CACHE or ~/.cache/nmt
 
@@ -95,7 +96,7 @@ class TrainerConfig:
     optimizer: str = "adam"  # adam | adamw | sgd
     lr: float = 1e-3
     weight_decay: float = 0.0
-    schedule: str = "constant"  # constant | halving | plateau | inverse_sqrt (nmt/optim.py)
+    schedule: str = "constant"  # constant | halving | plateau | inverse_sqrt | linear | cosine (nmt/optim.py)
     warmup_steps: int = 0
     halve_after_epoch: int = 5  # halving: halve after every epoch past this one
     decay_factor: float = 0.5  # halving and plateau
@@ -153,7 +154,7 @@ def check_positive(key: str, value: float, allow_zero: bool = False) -> None:
 def validate(cfg: DictConfig | TrainConfig) -> None:
     """Reject values that would fail later: run before any data is loaded."""
     d, t, m, tr = cfg.data, cfg.tokenizer, cfg.model, cfg.trainer
-    check_choice("data.source", d.source, ("hsk", "files", "hub"))
+    check_choice("data.source", d.source, ("tatoeba", "hsk", "files", "hub"))
     if d.source == "files" and not d.dir:
         raise ConfigError("data.source=files needs data.dir=/path/to/folder")
     if d.source == "hub" and not d.name:
@@ -199,7 +200,7 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     if dev not in ("auto", "cpu", "cuda", "mps") and not dev.startswith("cuda:"):
         raise ConfigError(f"trainer.device={dev!r} is not valid; choose auto, cpu, cuda, cuda:N or mps")
     check_choice("trainer.optimizer", tr.optimizer, ("adam", "adamw", "sgd"))
-    check_choice("trainer.schedule", tr.schedule, ("constant", "halving", "plateau", "inverse_sqrt"))
+    check_choice("trainer.schedule", tr.schedule, ("constant", "halving", "plateau", "inverse_sqrt", "linear", "cosine"))
     check_choice("trainer.early_stopping_metric", tr.early_stopping_metric, ("bleu", "loss"))
     if not 0 < tr.decay_factor <= 1:
         raise ConfigError(f"trainer.decay_factor={tr.decay_factor} must be in (0, 1]")

@@ -1,8 +1,9 @@
 """Parallel corpora as ``datasets.DatasetDict`` with ``src``/``tgt`` text columns.
 
-Three sources, one result: the embedded HSK corpus (PyPI ``hsk-sentences-audio``), a folder
-of aligned plain-text files, or a Hugging Face dataset with a ``translation`` column. Every
-pair then goes through the same cleaning, whose counts are logged.
+Four sources, one result: the packaged Tatoeba corpus (``data/tatoeba``, the default), the HSK
+corpus (PyPI ``hsk-sentences-audio``), a folder of aligned plain-text files, or a Hugging Face
+dataset with a ``translation`` column. Every pair then goes through the same cleaning, whose
+counts are logged.
 """
 
 from __future__ import annotations
@@ -87,6 +88,42 @@ def load_hsk(cfg: DataConfig) -> datasets.DatasetDict:
         raise DataError(f"data.dev_size + data.test_size = {n_dev + n_test} leaves no training pairs")
     parts = {"dev": kept[:n_dev], "test": kept[n_dev : n_dev + n_test], "train": kept[n_dev + n_test :]}
     return datasets.DatasetDict({k: _to_dataset(v) for k, v in parts.items() if v})
+
+
+PACKAGED = Path(__file__).resolve().parents[1] / "data" / "tatoeba"
+
+
+def _check_packaged(folder: Path) -> dict[str, Path]:
+    """The packaged split files, each checked against ``SHA256SUMS`` (a damaged file is named)."""
+    sums = folder / "SHA256SUMS"
+    if not sums.exists():
+        raise DataError(f"the packaged corpus is missing: {sums} not found (run from a clone of the repository, "
+                        "or restore it with `git checkout -- data/tatoeba`)")
+    files = {}
+    for n, line in enumerate(read_lines(sums), 1):
+        digest, _, name = line.partition("  ")
+        path = folder / name
+        if not path.exists():
+            raise DataError(f"{path} is missing ({sums}:{n} lists it); restore it with `git checkout -- data/tatoeba`")
+        if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            raise DataError(f"{path} is damaged: its SHA-256 does not match {sums}:{n} (truncated or altered); "
+                            "restore it with `git checkout -- data/tatoeba`")
+        files[path.stem] = path
+    return files
+
+
+def load_tatoeba(cfg: DataConfig) -> datasets.DatasetDict:
+    """The packaged Tatoeba cmn-eng pairs (CC BY 2.0 FR): train, dev and a test split that shares no
+    sentence with either (see ``data/README.md``), read offline from checksummed parquet files."""
+    if sorted((cfg.src_lang, cfg.tgt_lang)) != ["en", "zh"]:
+        raise DataError(f"the tatoeba corpus is zh-en; data.src_lang/tgt_lang={cfg.src_lang}/{cfg.tgt_lang}")
+    files = _check_packaged(Path(str(cfg.dir)).expanduser() if cfg.dir else PACKAGED)
+    raw = datasets.load_dataset("parquet", data_files={k: str(v) for k, v in files.items()},
+                                cache_dir=str(cache_root() / "hf"))
+    return datasets.DatasetDict({
+        split: ds.rename_columns({cfg.src_lang: "src", cfg.tgt_lang: "tgt"}).select_columns(["src", "tgt"])
+        for split, ds in raw.items()
+    })
 
 
 def _to_dataset(pairs: Iterable[tuple[str, str]]) -> datasets.Dataset:
@@ -476,7 +513,7 @@ def clean(
 
 def load_raw(cfg: DataConfig) -> datasets.DatasetDict:
     """The corpus as read, before cleaning: ``src``/``tgt`` text columns per split."""
-    loaders = {"hsk": load_hsk, "files": load_files, "hub": load_hub}
+    loaders = {"tatoeba": load_tatoeba, "hsk": load_hsk, "files": load_files, "hub": load_hub}
     return loaders[cfg.source](cfg)
 
 

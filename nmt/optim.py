@@ -9,6 +9,12 @@ Schedules (``trainer.schedule``):
     plateau       × ``decay_factor`` when dev BLEU has not improved for ``plateau_patience``
                   validations
     inverse_sqrt  linear warm-up over ``warmup_steps``, then lr · sqrt(warmup / step)
+    linear        warm-up, then a straight line to 0 when the budget ends
+    cosine        warm-up, then a half cosine to 0 when the budget ends
+
+``linear`` and ``cosine`` follow the budget's progress (the fraction used of the nearest of
+``max_steps``, ``max_epochs`` and ``max_minutes``), so a 7-minute run and a 15-minute run both
+end with a small learning rate: the time budget shapes the schedule.
 
 Any schedule can also have a linear warm-up (``warmup_steps``).
 """
@@ -49,9 +55,12 @@ class Schedule:
         self.best = -math.inf
         self.bad = 0
 
-    def lr(self, step: int, epoch: int) -> float:
-        """The rate for update ``step`` (1-based) during ``epoch`` (0-based)."""
+    def lr(self, step: int, epoch: int, progress: float = 0.0) -> float:
+        """The rate for update ``step`` (1-based) during ``epoch`` (0-based), ``progress`` (0..1) of the budget used."""
         warm = min(1.0, step / self.warmup) if self.warmup else 1.0
+        if self.kind in ("linear", "cosine"):
+            left = 1.0 - min(1.0, max(0.0, progress))
+            return self.base * warm * (left if self.kind == "linear" else 0.5 * (1.0 - math.cos(math.pi * left)))
         if self.kind == "inverse_sqrt":
             if self.warmup and step <= self.warmup:
                 return self.base * warm

@@ -102,6 +102,17 @@ class Budget:
             or (self.max_seconds and self.elapsed() >= self.max_seconds)
         )
 
+    def progress(self, step: int, epoch_progress: float) -> float:
+        """The fraction of the budget used (0..1): the largest over the limits that are set."""
+        parts = [0.0]
+        if self.max_steps:
+            parts.append(step / self.max_steps)
+        if self.max_epochs:
+            parts.append(epoch_progress / self.max_epochs)
+        if self.max_seconds:
+            parts.append(self.elapsed() / self.max_seconds)
+        return min(1.0, max(parts))
+
     def eta(self, step: int, steps_done_here: int) -> float:
         """Seconds left: the nearest of the limits, extrapolated from this process's pace."""
         pace = self.elapsed() / max(steps_done_here, 1)
@@ -417,7 +428,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
                         )
                     continue
                 counters["nonfinite_skipped"] = 0
-                set_lr(opt, schedule.lr(counters["step"] + 1, counters["epoch"]))
+                progress = budget.progress(counters["step"], counters["epoch"] + (u + 1) / n_updates)
+                set_lr(opt, schedule.lr(counters["step"] + 1, counters["epoch"], progress))
                 scaler.step(opt)
                 scaler.update()
                 opt.zero_grad(set_to_none=True)
@@ -498,6 +510,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         log.info("test (best checkpoint, beam %d): BLEU %.2f | chrF %.2f | %s",
                  tr.test_beam, scores.bleu, scores.chrf, scores.bleu_signature)
     if main:
+        _write_hparams(writer, cfg_dict, metrics)
         writer.close()
         (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
         log.info("done: %d steps in %s | %.0f tgt tok/s | peak memory %.0f MB | best dev BLEU %.2f",
@@ -505,6 +518,18 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
                  metrics["peak_memory_mb"], counters["best_bleu"])
     distributed.cleanup()
     return metrics
+
+
+def _write_hparams(writer: SummaryWriter, cfg_dict: dict, metrics: dict) -> None:
+    """The run's settings and final scores for TensorBoard's HPARAMS tab (compare a sweep's runs)."""
+    best = max(metrics["history"], key=lambda r: r["valid_bleu"], default={})
+    scores = {"hparams/dev_bleu": metrics["best_valid_bleu"], "hparams/dev_chrf": best.get("valid_chrf", 0.0),
+              "hparams/dev_ppl": best.get("valid_ppl", 0.0), "hparams/steps": metrics["steps"],
+              "hparams/tgt_tok_per_s": metrics["train_tgt_tok_per_s"]}
+    scores.update({f"hparams/{k}": metrics[k] for k in ("test_bleu", "test_chrf") if k in metrics})
+    params = {k: v if isinstance(v, (int, float, str, bool)) else str(v)
+              for k, v in _flatten(cfg_dict).items() if not k.startswith("trainer.resume")}
+    writer.add_hparams(params, scores, run_name=".")
 
 
 register()

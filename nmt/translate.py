@@ -158,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--batch-tokens", type=int, default=8000, help="at most this many source tokens × beam per batch")
     p.add_argument("--print-attention", action="store_true",
                    help="append ' ||| i-j ...' (target piece j attends most to source piece i) to each line")
+    p.add_argument("--with-source", action="store_true", help="print each translation after its source and a tab")
     p.add_argument("--plot-attention", metavar="DIR", help="write an attention heatmap per sentence into DIR")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     args = p.parse_args(argv)
@@ -187,12 +188,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     attention = None
                     if (args.print_attention or args.plot_attention) and nbest[0][0]:
                         attention = align(models[0], tok, normalize(text), nbest[0][0], device)
+                    source = f"{text}\t" if args.with_source else ""
                     if args.n_best > 1:
-                        out.writelines(f"{line_no} ||| {hyp} ||| {score:.4f}\n" for hyp, score in nbest)
+                        out.writelines(f"{line_no} ||| {source}{hyp} ||| {score:.4f}\n" for hyp, score in nbest)
                     elif args.print_attention:
-                        out.write(f"{nbest[0][0]} ||| {hard_alignment(attention[0]) if attention else ''}\n")
+                        out.write(f"{source}{nbest[0][0]} ||| {hard_alignment(attention[0]) if attention else ''}\n")
                     else:
-                        out.write(nbest[0][0] + "\n")
+                        out.write(f"{source}{nbest[0][0]}\n")
                     if args.plot_attention and attention:
                         w, centres, src_pieces, tgt_pieces = attention
                         fig = attention_figure(w, src_pieces, tgt_pieces, centres,

@@ -27,6 +27,7 @@ TRAIN_SEED = 42  # trainer.seed default: the tokenizer cache key includes it
 
 TRAIN_OVERRIDES = [
     "+experiment=zh_en_local_p",
+    "data=hsk",  # the small corpus keeps the suite fast; the packaged Tatoeba corpus has its own tests
     "model.emb_size=32",
     "model.hidden_size=32",
     "model.encoder_layers=1",
@@ -106,6 +107,7 @@ def hsk_cfg():
     from nmt.config import TrainConfig
 
     cfg = OmegaConf.structured(TrainConfig)
+    cfg.data.source = "hsk"
     cfg.data.dev_size, cfg.data.test_size = HSK_DEV, HSK_TEST
     cfg.tokenizer.src_vocab_size, cfg.tokenizer.tgt_vocab_size = SRC_VOCAB, TGT_VOCAB
     return cfg

@@ -82,6 +82,31 @@ def test_train_logs_tensorboard_scalars(trained_run):
     assert all(e.value > 0 for e in acc.Scalars("train/tgt_tok_per_s"))
 
 
+def test_train_writes_settings_and_final_scores_as_hparams(trained_run):
+    """TensorBoard's HPARAMS tab can compare a sweep: each run logs its settings and final dev/test scores."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    sessions, metrics = [], {}
+    for path in (trained_run / "tensorboard").glob("events.out.tfevents.*"):
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name == "hparams":
+                    data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+                    if data.HasField("session_start_info"):
+                        sessions.append(data.session_start_info.hparams)
+                elif value.tag.startswith("hparams/"):
+                    metrics[value.tag] = value.tensor.float_val[0] if value.tensor.float_val else value.simple_value
+    assert len(sessions) == 1
+    hp = sessions[0]
+    assert hp["model.attention.mode"].string_value == "local_p"
+    assert hp["model.hidden_size"].number_value == 32
+    final = json.loads((trained_run / "metrics.json").read_text())
+    assert metrics["hparams/dev_bleu"] == pytest.approx(final["best_valid_bleu"], abs=1e-4)
+    assert metrics["hparams/test_bleu"] == pytest.approx(final["test_bleu"], abs=1e-4)
+    assert {"hparams/dev_chrf", "hparams/steps"} <= set(metrics)
+
+
 # --------------------------------------------------------------------------- translate
 @pytest.fixture(scope="module")
 def stdin_translation(trained_run, run_cli):
@@ -105,6 +130,13 @@ def test_translate_arguments_match_stdin(trained_run, run_cli, stdin_translation
     proc = run_cli("nmt.translate", trained_run / "checkpoints" / "best.pt", *SENTENCES, "--beam", "2")
     assert proc.returncode == 0, explain(proc)
     assert proc.stdout == stdin_translation.stdout
+
+
+def test_translate_with_source_prints_each_source_beside_its_translation(trained_run, run_cli, stdin_translation,
+                                                                        explain):
+    proc = run_cli("nmt.translate", trained_run, *SENTENCES, "--beam", "2", "--with-source")
+    assert proc.returncode == 0, explain(proc)
+    assert proc.stdout.splitlines() == [f"{s}\t{t}" for s, t in zip(SENTENCES, stdin_translation.stdout.splitlines())]
 
 
 def test_translate_input_and_output_files(trained_run, run_cli, stdin_translation, tmp_path, explain):

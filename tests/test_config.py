@@ -34,7 +34,7 @@ def test_yaml_defaults_compose_and_validate():
     """The YAML defaults compose against the schema and pass validation (general/global attention)."""
     cfg = composed()
     validate(cfg)
-    assert cfg.data.source == "hsk"
+    assert (cfg.data.source, cfg.data.opencc) == ("tatoeba", "t2s")
     assert (cfg.model.attention.score, cfg.model.attention.mode) == ("general", "global")
     assert cfg.trainer.max_minutes > 0
 
@@ -101,7 +101,7 @@ def test_structured_config_rejects_unknown_keys_and_bad_types():
         ("model.attention.mode", "fancy", ["model.attention.mode", "global, local_m, local_p"]),
         ("model.rnn_type", "transformer", ["model.rnn_type", "lstm, gru"]),
         ("tokenizer.model_type", "wordpiece", ["tokenizer.model_type", "unigram"]),
-        ("data.source", "web", ["data.source", "hsk, files, hub"]),
+        ("data.source", "web", ["data.source", "tatoeba, hsk, files, hub"]),
         ("data.opencc", "x2y", ["data.opencc", "t2s"]),
         ("trainer.precision", "fp8", ["trainer.precision", "bf16"]),
         ("trainer.device", "tpu", ["trainer.device", "cuda:N"]),

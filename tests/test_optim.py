@@ -73,3 +73,26 @@ def test_optimizers_are_fused_and_step_like_the_plain_ones(name):
             opt.step()
     for a, b in zip(params, plain_params):
         assert torch.allclose(a, b, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["linear", "cosine"])
+def test_budget_schedules_warm_up_then_reach_zero_when_the_budget_ends(kind):
+    """linear/cosine follow the budget's progress (0..1), so any budget ends with lr 0."""
+    s = sched(lr=2e-3, schedule=kind, warmup_steps=10)
+    assert s.lr(5, 0, 0.0) == pytest.approx(1e-3)  # half-way through the warm-up
+    assert s.lr(10, 0, 0.0) == pytest.approx(2e-3)
+    assert s.lr(500, 0, 0.5) == pytest.approx(1e-3)  # both are at half the rate half-way
+    assert s.lr(900, 0, 0.9) == pytest.approx(2e-4 if kind == "linear" else 2e-3 * 0.5 * (1 - math.cos(0.1 * math.pi)))
+    assert s.lr(1000, 0, 1.0) == 0.0
+    assert s.lr(1000, 0, 1.7) == 0.0  # a last update after the clock ran out
+
+
+def test_budget_progress_is_the_largest_fraction_used():
+    from nmt.train import Budget
+
+    b = Budget(max_steps=200, max_epochs=4, max_minutes=0, steps_per_epoch=100)
+    assert b.progress(50, 0.5) == pytest.approx(0.25)
+    assert b.progress(50, 2.0) == pytest.approx(0.5)  # epochs are the nearer limit
+    timed = Budget(max_steps=0, max_epochs=0, max_minutes=10, steps_per_epoch=100)
+    timed.start -= 150  # 2.5 of the 10 minutes have passed
+    assert timed.progress(1, 0.0) == pytest.approx(0.25, abs=0.01)

@@ -23,7 +23,7 @@ from nmt import checkpoint
 REPO = Path(__file__).resolve().parents[1]
 
 BASE = [
-    "model.emb_size=32", "model.hidden_size=32", "model.encoder_layers=1", "model.decoder_layers=1",
+    "data=hsk", "model.emb_size=32", "model.hidden_size=32", "model.encoder_layers=1", "model.decoder_layers=1",
     "tokenizer.src_vocab_size=2000", "tokenizer.tgt_vocab_size=500", "data.dev_size=100", "data.test_size=100",
     "trainer.device=cpu", "trainer.threads=1", "trainer.max_minutes=0", "trainer.test_beam=0",
     "trainer.batch_tokens=400", "trainer.valid_max_sentences=20",

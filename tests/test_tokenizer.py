@@ -125,3 +125,19 @@ def test_save_separate_models(tmp_path, hsk_tokenizer):
     assert (tmp_path / "spm.src.model").read_bytes() == hsk_tokenizer.src_model
     assert (tmp_path / "spm.tgt.model").read_bytes() == hsk_tokenizer.tgt_model
     assert Path(os.environ["NMT_CACHE"]).is_dir()
+
+
+def test_byte_fallback_keeps_characters_outside_the_vocabulary(tmp_path):
+    """With tokenizer.byte_fallback a character never seen in training becomes UTF-8 byte pieces
+    and decodes back; without it, it is <unk>."""
+    texts = ["我爱你。", "今天天气很好。", "你叫什么名字？", "我想喝一杯咖啡。", "他明天要去北京。"] * 40
+    rare = "我爱𪚥。"  # U+2A6A5, in no training sentence
+    for fallback in (False, True):
+        cfg = OmegaConf.structured(TokenizerConfig(src_vocab_size=300, tgt_vocab_size=300, byte_fallback=fallback,
+                                                   cache_dir=str(tmp_path / str(fallback)), character_coverage=1.0))
+        tok = load_or_train(cfg, texts, texts, seed=0)
+        ids = tok.encode_tgt([rare])[0]
+        assert (UNK in ids) is not fallback
+        if fallback:
+            assert tok.decode_tgt(ids) == rare
+            assert Tokenizer.from_state(tok.to_state()).decode_tgt(ids) == rare
