@@ -30,6 +30,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
 
 from nmt import __version__, checkpoint, distributed
 from nmt.batching import Batch, epoch_batches, train_batches
@@ -529,7 +530,10 @@ def _write_hparams(writer: SummaryWriter, cfg_dict: dict, metrics: dict) -> None
     scores.update({f"hparams/{k}": metrics[k] for k in ("test_bleu", "test_chrf") if k in metrics})
     params = {k: v if isinstance(v, (int, float, str, bool)) else str(v)
               for k, v in _flatten(cfg_dict).items() if not k.startswith("trainer.resume")}
-    writer.add_hparams(params, scores, run_name=".")
+    for summary in hparams(params, scores):  # into this run's events file (add_hparams would open another)
+        writer.file_writer.add_summary(summary, metrics["steps"])
+    for k, v in scores.items():
+        writer.add_scalar(k, v, metrics["steps"])
 
 
 register()

@@ -88,15 +88,15 @@ def test_train_writes_settings_and_final_scores_as_hparams(trained_run):
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     sessions, metrics = [], {}
-    for path in (trained_run / "tensorboard").glob("events.out.tfevents.*"):
-        for event in EventFileLoader(str(path)).Load():
-            for value in event.summary.value:
-                if value.metadata.plugin_data.plugin_name == "hparams":
-                    data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
-                    if data.HasField("session_start_info"):
-                        sessions.append(data.session_start_info.hparams)
-                elif value.tag.startswith("hparams/"):
-                    metrics[value.tag] = value.tensor.float_val[0] if value.tensor.float_val else value.simple_value
+    (path,) = (trained_run / "tensorboard").glob("events.out.tfevents.*")  # one events file per run
+    for event in EventFileLoader(str(path)).Load():
+        for value in event.summary.value:
+            if value.metadata.plugin_data.plugin_name == "hparams":
+                data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+                if data.HasField("session_start_info"):
+                    sessions.append(data.session_start_info.hparams)
+            elif value.tag.startswith("hparams/"):
+                metrics[value.tag] = value.tensor.float_val[0] if value.tensor.float_val else value.simple_value
     assert len(sessions) == 1
     hp = sessions[0]
     assert hp["model.attention.mode"].string_value == "local_p"
