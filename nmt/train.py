@@ -61,8 +61,13 @@ def encode_train(tok: Tokenizer, src: list[str], tgt: list[str], max_tokens: int
 
 
 def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Mean cross-entropy per target token; one output projection over all steps."""
-    logits, _ = model(batch.src, batch.src_lens, batch.host_lens, batch.tgt_in)  # (batch, tgt_len, vocab)
+    """Mean cross-entropy per target token; one output projection over all steps.
+
+    The packing lengths go in as a tuple of ints: DistributedDataParallel(device_ids=[i]) moves
+    every tensor argument to cuda:i, and packing needs them on the CPU.
+    """
+    host_lens = tuple(batch.host_lens.tolist())
+    logits, _ = model(batch.src, batch.src_lens, host_lens, batch.tgt_in)  # (batch, tgt_len, vocab)
     return F.cross_entropy(
         logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=PAD, label_smoothing=label_smoothing
     )

@@ -97,6 +97,30 @@ def test_every_attention_variant_trains(make_model, score, mode):
     assert losses[-1] < 0.75 * losses[0], losses
 
 
+def test_training_forward_survives_ddp_moving_its_tensor_arguments(make_model, random_sources):
+    """DistributedDataParallel(device_ids=[i]) moves every tensor argument of forward to cuda:i;
+    packing needs its lengths on the CPU. Emulated with DDP's own input mover aimed at 'meta':
+    whatever packing needs must come through it unmoved, and the forward must run on it."""
+    from torch.distributed.utils import _to_kwargs
+
+    model = make_model(train=True)
+    src = random_sources(5, 1, 9, 19, seed=2)
+    batch = make_batch(src, [s[::-1] for s in src], range(5))
+    seen = {}
+
+    class MovesLikeDDP(torch.nn.Module):
+        def forward(self, *args):
+            (moved,), _ = _to_kwargs(args, {}, torch.device("meta"), False)
+            seen["moved"] = moved
+            kept = [a if isinstance(m, torch.Tensor) else m for a, m in zip(args, moved)]  # meta holds no data
+            return model(*kept)
+
+    loss = batch_loss(MovesLikeDDP(), batch)
+    assert all(m.device.type == "meta" for m in seen["moved"] if isinstance(m, torch.Tensor))
+    assert list(seen["moved"][2]) == batch.host_lens.tolist()  # the packing lengths: not a tensor, not moved
+    torch.testing.assert_close(loss, batch_loss(model, batch))
+
+
 # --------------------------------------------------------------------------- train()
 @pytest.fixture(scope="module")
 def digits_dir(tmp_path_factory) -> Path:
