@@ -169,3 +169,16 @@ def train_overrides() -> list[str]:
 def explain() -> Callable[[subprocess.CompletedProcess], str]:
     """Formats a finished subprocess for an assertion message."""
     return describe
+
+
+@pytest.fixture
+def cuda_untouchable(monkeypatch) -> None:
+    """A machine whose CUDA is available but must not be touched: pinning memory or initializing
+    CUDA raise (on a real GPU machine either opens a context on GPU 0)."""
+
+    def touched(*args, **kwargs):
+        raise AssertionError("a CPU run touched CUDA")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "_lazy_init", touched)
+    monkeypatch.setattr(torch.Tensor, "pin_memory", touched)

@@ -129,21 +129,9 @@ def test_arrow_pairs_give_the_same_batches_as_lists(pairs, view, tmp_path):
             assert torch.equal(getattr(x, name), getattr(y, name)), name
 
 
-def _no_cuda_calls(monkeypatch) -> None:
-    """A machine whose CUDA is 'available' but must not be touched: pinning or CUDA init raise."""
-
-    def touched(*args, **kwargs):
-        raise AssertionError("a CPU run touched CUDA")
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "_lazy_init", touched)
-    monkeypatch.setattr(torch.Tensor, "pin_memory", touched)
-
-
-def test_batches_for_the_cpu_never_pin_memory_on_a_cuda_machine(pairs, monkeypatch):
+def test_batches_for_the_cpu_never_pin_memory_on_a_cuda_machine(pairs, cuda_untouchable):
     """make_batch and Batch.to(cpu) leave CUDA alone even where it exists (pinning opens a
     context on GPU 0); pinning belongs to the copy to a CUDA device."""
-    _no_cuda_calls(monkeypatch)
     src, tgt = pairs
     for b in train_batches(src, tgt, 300, random.Random(0))[:3]:
         moved = b.to(torch.device("cpu"))
