@@ -285,6 +285,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         log.info("resumed at step %d (epoch %d, update %d of it) | reset: optimizer %s, scheduler %s, counters %s",
                  counters["step"], counters["epoch"] + 1, counters["update_in_epoch"], tr.reset_optimizer,
                  tr.reset_scheduler, tr.reset_counters)
+    distributed.seed_rank(tr.seed, rank, counters["step"])  # one dropout mask per rank, not one for all
     if tr.compile:  # the input-feeding step runs T times a batch: fusing its small ops pays
         model.decoder._step = torch.compile(model.decoder._step, dynamic=True)
     ddp = torch.nn.parallel.DistributedDataParallel(
