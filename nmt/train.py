@@ -31,7 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch.utils.tensorboard import SummaryWriter
 
-from nmt import __version__, checkpoint, distributed
+from nmt import __version__, checkpoint, compiled_step, distributed
 from nmt.batching import Batch, epoch_batches, train_batches
 from nmt.checkpoint import CheckpointError
 from nmt.config import ConfigError, register, to_dict, validate
@@ -286,8 +286,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
                  counters["step"], counters["epoch"] + 1, counters["update_in_epoch"], tr.reset_optimizer,
                  tr.reset_scheduler, tr.reset_counters)
     distributed.seed_rank(tr.seed, rank, counters["step"])  # one dropout mask per rank, not one for all
-    if tr.compile:  # the input-feeding step runs T times a batch: fusing its small ops pays
-        model.decoder._step = torch.compile(model.decoder._step, dynamic=True)
+    if compiled_step.wanted(tr.compile, device, model.decoder):  # runs T times a batch: fusing its small ops pays
+        compiled_step.compile_step(model.decoder)
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None) if world_size > 1 else None
     net = ddp or model

@@ -297,7 +297,28 @@ def test_compiled_decoder_step_trains_like_eager(digits_dir, tmp_path):
     assert losses[1] == pytest.approx(losses[0], rel=1e-3)
 
 
-def test_cpu_training_never_touches_cuda_on_a_cuda_machine(digits_dir, tmp_path, cuda_untouchable):
-    """trainer.device=cpu where CUDA exists: no pinned memory, no CUDA context (on GPU 0)."""
+def test_cpu_training_never_touches_cuda_on_a_cuda_machine(digits_dir, tmp_path, cuda_untouchable, monkeypatch):
+    """trainer.device=cpu where CUDA exists: no pinned memory, no CUDA context (on GPU 0), and
+    trainer.compile's auto stays eager, as on any CPU."""
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: pytest.fail("auto compiled on the CPU"))
     metrics = train(digits_cfg(digits_dir, max_steps=4, valid_every=4, test_beam=0), tmp_path / "r")
     assert metrics["steps"] == 4
+
+
+def test_a_failed_compile_falls_back_to_the_eager_step(digits_dir, tmp_path, monkeypatch, caplog):
+    """Where torch.compile cannot build the step (no triton, no C++ compiler) training runs the
+    eager step, to the same dev loss, after one warning."""
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    def broken(fn, **kw):
+        def call(*args):
+            raise BackendCompilerFailed(fn, RuntimeError("Cannot find a working triton installation"), None)
+        return call
+
+    cfg = dict(max_steps=6, valid_every=6, test_beam=0)
+    eager = train(digits_cfg(digits_dir, **cfg, compile=False), tmp_path / "eager")
+    monkeypatch.setattr(torch, "compile", broken)
+    fallback = train(digits_cfg(digits_dir, **cfg, compile=True), tmp_path / "fallback")
+    assert fallback["history"][-1]["valid_loss"] == eager["history"][-1]["valid_loss"]
+    warnings = [r for r in caplog.records if "running it eagerly" in r.getMessage()]
+    assert len(warnings) == 1 and "triton" in warnings[0].getMessage()
