@@ -24,17 +24,25 @@ def world() -> tuple[int, int, int]:
 
 
 def setup(device_name: str) -> tuple[int, int, torch.device]:
-    """Join the process group (NCCL on CUDA, gloo on CPU); returns rank, world size, device."""
+    """Join the process group (NCCL on CUDA, gloo on CPU, or $NMT_DIST_BACKEND); returns rank,
+    world size, device. Local rank i uses GPU i; under gloo, ranks may share GPUs (i mod count)."""
+    from nmt.config import ConfigError
     from nmt.device import pick_device
 
     rank, size, local = world()
     device = pick_device(device_name)
     if size > 1:
+        backend = os.environ.get("NMT_DIST_BACKEND") or ("nccl" if device.type == "cuda" else "gloo")
+        if backend not in ("nccl", "gloo"):
+            raise ConfigError(f"NMT_DIST_BACKEND={backend!r} is not valid; choose nccl or gloo")
         if device.type == "cuda":
-            device = torch.device("cuda", local)
+            gpus = torch.cuda.device_count()
+            if backend == "nccl" and local >= gpus:
+                raise ConfigError(f"local rank {local} but {gpus} GPU(s): NCCL cannot share a GPU (NMT_DIST_BACKEND=gloo can)")
+            device = torch.device("cuda", local % gpus)
             torch.cuda.set_device(device)
         if not dist.is_initialized():
-            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+            dist.init_process_group(backend)
         global _wait_group
         _wait_group = dist.new_group(backend="gloo", timeout=WAIT_TIMEOUT)
     return rank, size, device

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from nmt import distributed
@@ -63,3 +64,12 @@ def test_barrier_outlasts_the_default_group_timeout():
     outs = [p.communicate(timeout=120) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0 and "through" in out, err[-2000:]
+
+
+def test_an_unknown_backend_is_refused_before_joining(monkeypatch):
+    from nmt.config import ConfigError
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("NMT_DIST_BACKEND", "mpi")
+    with pytest.raises(ConfigError, match="NMT_DIST_BACKEND='mpi' is not valid"):
+        distributed.setup("cpu")
