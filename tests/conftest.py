@@ -45,6 +45,16 @@ TRAIN_OVERRIDES = [
 ]
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked ``cuda`` are skipped where no GPU is visible."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def nmt_cache(tmp_path_factory) -> Path:
     """$NMT_CACHE points at one session-wide temporary folder, for in-process code and subprocesses."""
