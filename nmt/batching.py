@@ -32,13 +32,19 @@ class Batch:
         return self.src.size(0)
 
     def to(self, device: torch.device) -> Batch:
-        nb = device.type == "cuda"
-        moved = {
-            f.name: (v.to(device, non_blocking=nb) if isinstance(v, torch.Tensor) and f.name not in ("index", "host_lens") else v)
-            for f in fields(self)
-            for v in [getattr(self, f.name)]
-        }
-        return Batch(**moved)
+        """The model's tensors on ``device`` (``index`` and ``host_lens`` stay on the CPU).
+
+        Copies to CUDA go through pinned memory and do not block the host. Pinning is decided
+        here, by the target device, so a CPU run never opens a CUDA context.
+        """
+        cuda = device.type == "cuda"
+
+        def move(name: str, v):
+            if not isinstance(v, torch.Tensor) or name in ("index", "host_lens"):
+                return v
+            return (v.pin_memory() if cuda and not v.is_pinned() else v).to(device, non_blocking=cuda)
+
+        return Batch(**{f.name: move(f.name, getattr(self, f.name)) for f in fields(self)})
 
 
 def pad(seqs: Sequence[Sequence[int]], prefix: Sequence[int] = (), suffix: Sequence[int] = ()) -> torch.Tensor:
@@ -60,9 +66,6 @@ def make_batch(src: Sequence[Sequence[int]], tgt: Optional[Sequence[Sequence[int
     if tgt is not None:
         b.tgt_in = pad(tgt, prefix=[BOS])
         b.tgt_out = pad(tgt, suffix=[EOS])
-    if torch.cuda.is_available():
-        b = Batch(**{f.name: (v.pin_memory() if isinstance(v, torch.Tensor) else v)
-                     for f in fields(b) for v in [getattr(b, f.name)]})
     return b
 
 

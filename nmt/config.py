@@ -89,7 +89,7 @@ class TrainerConfig:
     precision: str = "auto"  # auto (bf16 on CUDA, else fp32) | fp32 | bf16 | fp16
     seed: int = 42
     threads: int = 0  # CPU threads; 0 = one per core
-    compile: bool = False  # torch.compile the decoder step (pays after its ~1.5-minute compile on a 2-core CPU)
+    compile: Optional[bool] = None  # torch.compile the decoder step; None = auto (on CUDA only, nmt/compiled_step.py)
     batch_tokens: int = 1200  # token budget per batch (max of source and target pieces)
     batch_sentences: int = 0  # at most this many sentences per batch; 0 = only the token budget
     accum_steps: int = 1  # batches per update (gradient accumulation)

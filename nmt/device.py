@@ -11,9 +11,11 @@ from nmt.config import ConfigError
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    """CUDA if present, else MPS, else CPU; an explicit name must be available."""
+    """CUDA if present, else MPS, else CPU; an explicit name must be available. Picking CUDA
+    also sets its fast defaults (``cuda_defaults``)."""
     if name == "auto":
         if torch.cuda.is_available():
+            cuda_defaults()
             return torch.device("cuda")
         if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
             return torch.device("mps")
@@ -21,7 +23,19 @@ def pick_device(name: str = "auto") -> torch.device:
     dev = torch.device(name)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device {name!r} was asked for but CUDA is not available")
+    if dev.type == "cuda":
+        cuda_defaults()
     return dev
+
+
+def cuda_defaults() -> None:
+    """TF32 tensor cores for fp32 matmuls (torch leaves them off; cuDNN's LSTMs already use
+    them). cudnn.benchmark stays off: its tuning is per shape and batch shapes vary; RNN
+    kernels do not use it. Touches no GPU, so a CPU process is unaffected."""
+    try:
+        torch.backends.cuda.matmul.fp32_precision = "tf32"  # torch >= 2.9
+    except AttributeError:
+        torch.backends.cuda.matmul.allow_tf32 = True
 
 
 def set_threads(threads: int = 0) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Union
+
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -10,6 +13,7 @@ from nmt.dropout import Dropout
 from nmt.tokenizer import PAD
 
 RNNS = {"lstm": nn.LSTM, "gru": nn.GRU}
+HostLens = Union[torch.Tensor, Sequence[int]]  # (batch,) source lengths on the CPU: a CPU tensor or ints
 
 
 class Encoder(nn.Module):
@@ -29,12 +33,13 @@ class Encoder(nn.Module):
         )
         self.output_size = hidden
 
-    def forward(self, src: torch.Tensor, host_lens: torch.Tensor) -> tuple[torch.Tensor, object]:
+    def forward(self, src: torch.Tensor, host_lens: HostLens) -> tuple[torch.Tensor, object]:
         """Encode a padded batch.
 
         Args:
             src: (batch, src_len) token ids.
-            host_lens: (batch,) lengths, on the CPU (packing needs them there).
+            host_lens: (batch,) lengths on the CPU (packing needs them there): a CPU tensor, or
+                ints (what reaches a module under DistributedDataParallel, which moves tensors).
         Returns:
             memory: (batch, src_len, hidden), zeros at padding.
             final: the last state of every layer with directions concatenated,

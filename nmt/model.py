@@ -10,7 +10,7 @@ from torch import nn
 from nmt.attention import LuongAttention, tap
 from nmt.config import ConfigError, ModelConfig
 from nmt.decoder import Decoder, Source, State
-from nmt.encoder import Encoder
+from nmt.encoder import Encoder, HostLens
 
 
 class Seq2Seq(nn.Module):
@@ -18,10 +18,11 @@ class Seq2Seq(nn.Module):
         super().__init__()
         self.encoder, self.decoder = encoder, decoder
 
-    def encode(self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: torch.Tensor) -> tuple[Source, State]:
+    def encode(self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: HostLens) -> tuple[Source, State]:
         """Source states, attention keys and mask (once per batch), and the decoder's first state.
 
-        src: (batch, src_len); src_lens: (batch,) on the model's device; host_lens: the same on CPU.
+        src: (batch, src_len); src_lens: (batch,) on the model's device; host_lens: the same on the
+        CPU, as a tensor or ints (ints pass DistributedDataParallel, which moves every tensor).
         """
         memory, final = self.encoder(src, host_lens)  # (batch, src_len, hidden)
         mask = torch.arange(src.size(1), device=src.device).unsqueeze(0) < src_lens.unsqueeze(1)
@@ -51,7 +52,7 @@ class Seq2Seq(nn.Module):
         return fit(final)
 
     def forward(
-        self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: torch.Tensor, tgt_in: torch.Tensor,
+        self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: HostLens, tgt_in: torch.Tensor,
         keep_attention: bool = False,
     ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """Teacher-forced logits (batch, tgt_len, vocab) and, if asked, attention weights."""

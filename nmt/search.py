@@ -27,6 +27,15 @@ Models = Union[Seq2Seq, Sequence[Seq2Seq]]
 STOPS = ("exact", "full", "first")
 
 
+def sync_interval(device: torch.device) -> int:
+    """Steps between the search loops' host syncs (ended rows leave the batch, the loop may end).
+
+    On the CPU a sync is free: every step, so ended rows leave at once. On a GPU each sync
+    drains the queue of launched kernels, so ended rows ride along, masked, for a few steps.
+    """
+    return 1 if device.type == "cpu" else 8
+
+
 @dataclass
 class Hypotheses:
     tokens: list[list[int]]  # best hypothesis per sentence, without EOS, in batch order
@@ -73,17 +82,27 @@ def max_lengths(src_lens: torch.Tensor, ratio: float, extra: int, cap: int) -> t
 
 
 def _force_eos(logp: torch.Tensor, rows: torch.Tensor) -> None:
-    """In place: rows that reached their length limit can only end."""
+    """In place: rows (a bool mask) that reached their length limit can only end."""
+    if logp.device.type != "cpu":  # a boolean index would sync with the host
+        logp.masked_fill_(rows.unsqueeze(1), float("-inf"))
+        logp[:, EOS].masked_fill_(rows, 0.0)
+        return
     only_eos = torch.full((logp.size(1),), float("-inf"), device=logp.device, dtype=logp.dtype)
     only_eos[EOS] = 0.0
     logp[rows] = only_eos
 
 
 @torch.no_grad()
-def greedy(model: Models, batch: Batch, ratio: float = 2.0, extra: int = 10, cap: int = 200) -> Hypotheses:
-    """Batched greedy search; sentences leave the batch once a quarter of its rows have ended."""
+def greedy(
+    model: Models, batch: Batch, ratio: float = 2.0, extra: int = 10, cap: int = 200, sync_every: int = 0
+) -> Hypotheses:
+    """Batched greedy search; sentences leave the batch once a quarter of its rows have ended.
+
+    The host looks at the ended rows every ``sync_every`` steps (0: ``sync_interval``).
+    """
     stepper = Stepper(model, batch)
     n, dev = batch.size, batch.src.device
+    every = sync_every or sync_interval(dev)
     limit = max_lengths(batch.src_lens, ratio, extra, cap)  # (live,)
     T = int(limit.max())
     y = torch.full((n,), BOS, dtype=torch.long, device=dev)
@@ -101,6 +120,8 @@ def greedy(model: Models, batch: Batch, ratio: float = 2.0, extra: int = 10, cap
         y = y.masked_fill(done, EOS)
         tokens[live, t] = y
         done = done | (y == EOS)
+        if (t + 1) % every:
+            continue
         ended = int(done.sum())  # the loop's one host sync
         if ended == done.numel():
             break
@@ -151,21 +172,25 @@ def coverage_penalty(coverage: torch.Tensor, beta: float) -> torch.Tensor:
 @torch.no_grad()
 def beam_search(
     model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, ratio: float = 2.0, extra: int = 10,
-    cap: int = 200, n_best: int = 1, beta: float = 0.0, stop: str = "full",
+    cap: int = 200, n_best: int = 1, beta: float = 0.0, stop: str = "full", sync_every: int = 0,
 ) -> Hypotheses:
     """Batched beam search; finished hypotheses move to a per-sentence buffer of size ``beam``.
 
     A sentence is done at its length limit or by the ``stop`` rule (see ``STOPS``); done
     sentences leave the batch. ``exact`` is exact because log-probabilities only fall, the
     length penalty is bounded at the length limit and the coverage penalty is at most 0.
+    Done sentences leave at host syncs, every ``sync_every`` steps (0: ``sync_interval``);
+    until then they run on, with no new finished hypotheses.
     """
     if stop not in STOPS:
         raise ValueError(f"stop must be one of {', '.join(STOPS)}, got {stop!r}")
     if beam == 1 and n_best == 1 and beta == 0.0:
-        return greedy(model, batch, ratio, extra, cap)
+        return greedy(model, batch, ratio, extra, cap, sync_every)
     if n_best > beam:
         raise ValueError(f"n_best={n_best} cannot exceed the beam size {beam}")
     n, dev, K = batch.size, batch.src.device, beam
+    every = sync_every or sync_interval(dev)
+    stopped = torch.zeros(n, dtype=torch.bool, device=dev) if every > 1 else None  # (act,) done, not yet dropped
     stepper = Stepper(model, batch)
     stepper.select(torch.arange(n, device=dev).repeat_interleave(K), sources=True)
     limit_all = max_lengths(batch.src_lens, ratio, extra, cap)  # (n,)
@@ -195,13 +220,15 @@ def beam_search(
         if coverage is not None:
             coverage = coverage + a.float()
         # finished: new EOS candidates join the buffer, the best K stay (skipped, at the cost of
-        # a host sync, in the many steps where no candidate ends)
-        if bool(is_eos.any()):
+        # a host sync, in the many steps where no candidate ends; always done between syncs)
+        if stopped is not None or bool(is_eos.any()):
             new_fin = top / length_penalty(t + 1, alpha)
             if coverage is not None:
                 cov = coverage_penalty(coverage.masked_fill(~src_mask, 1.0), beta).view(na, K)  # (na, K)
                 new_fin = new_fin + cov.gather(1, origin)
             new_fin = new_fin.masked_fill(~is_eos, float("-inf"))
+            if stopped is not None:
+                new_fin = new_fin.masked_fill(stopped.unsqueeze(1), float("-inf"))
             prev = seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, T + 1))  # (na, 2K, T+1); EOS at t
             merged, keep = torch.cat([fin_scores[act], new_fin], 1).topk(K, dim=1)
             fin_scores[act] = merged
@@ -219,7 +246,9 @@ def beam_search(
         else:
             done = (fin_scores[act, 0] >= alive[:, 0] / best_lp) | (t >= limit)
         rows = (origin + torch.arange(na, device=dev).unsqueeze(1) * K).view(-1)  # (na*K,) parents
-        if bool(done.any()):
+        if stopped is not None:
+            stopped = done = stopped | done
+        if (t + 1) % every == 0 and bool(done.any()):
             if bool(done.all()):
                 break
             keep_s = (~done).nonzero().squeeze(1)  # sentences that go on
@@ -227,6 +256,8 @@ def beam_search(
             alive, seqs, token = alive[keep_s], seqs[keep_s], token[keep_s]
             rows = rows.view(na, K)[keep_s].view(-1)
             stepper.select(rows, sources=True)
+            if stopped is not None:
+                stopped = stopped[keep_s]
             if coverage is not None:
                 coverage, src_mask = coverage[rows], src_mask[rows]
         else:

@@ -32,7 +32,7 @@ from omegaconf.errors import OmegaConfBaseException
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
-from nmt import __version__, checkpoint, distributed
+from nmt import __version__, checkpoint, compiled_step, distributed
 from nmt.batching import Batch, epoch_batches, train_batches
 from nmt.checkpoint import CheckpointError
 from nmt.config import ConfigError, register, to_dict, validate
@@ -62,8 +62,13 @@ def encode_train(tok: Tokenizer, src: list[str], tgt: list[str], max_tokens: int
 
 
 def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Mean cross-entropy per target token; one output projection over all steps."""
-    logits, _ = model(batch.src, batch.src_lens, batch.host_lens, batch.tgt_in)  # (batch, tgt_len, vocab)
+    """Mean cross-entropy per target token; one output projection over all steps.
+
+    The packing lengths go in as a tuple of ints: DistributedDataParallel(device_ids=[i]) moves
+    every tensor argument to cuda:i, and packing needs them on the CPU.
+    """
+    host_lens = tuple(batch.host_lens.tolist())
+    logits, _ = model(batch.src, batch.src_lens, host_lens, batch.tgt_in)  # (batch, tgt_len, vocab)
     return F.cross_entropy(
         logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=PAD, label_smoothing=label_smoothing
     )
@@ -281,8 +286,9 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         log.info("resumed at step %d (epoch %d, update %d of it) | reset: optimizer %s, scheduler %s, counters %s",
                  counters["step"], counters["epoch"] + 1, counters["update_in_epoch"], tr.reset_optimizer,
                  tr.reset_scheduler, tr.reset_counters)
-    if tr.compile:  # the input-feeding step runs T times a batch: fusing its small ops pays
-        model.decoder._step = torch.compile(model.decoder._step, dynamic=True)
+    distributed.seed_rank(tr.seed, rank, counters["step"])  # one dropout mask per rank, not one for all
+    if compiled_step.wanted(tr.compile, device, model.decoder):  # runs T times a batch: fusing its small ops pays
+        compiled_step.compile_step(model.decoder)
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None) if world_size > 1 else None
     net = ddp or model

@@ -2,6 +2,7 @@
 
     python scripts/benchmark.py --config bench_small --data ../shared/data/tatoeba-cmn-eng --json bench.json
     python scripts/benchmark.py --config bench_small --data DIR --checkpoint outputs/<run>/   # decode a trained model
+    python scripts/benchmark.py --config bench_small          # the packaged Tatoeba corpus
 
 Training: N measured steps after a warm-up, real tokens per second (target pieces without EOS,
 as the peer harness counts them), peak RSS,
@@ -18,12 +19,16 @@ import random
 import resource
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Optional
 
 import torch
 from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
 
-from nmt.batching import train_batches
+from nmt import compiled_step
+from nmt.batching import Batch, train_batches
 from nmt.checkpoint import load_model
 from nmt.config import register, validate
 from nmt.data import load_corpus, src_normalizer
@@ -36,15 +41,26 @@ from nmt.train import batch_loss, encode_train
 from nmt.translate import translate_texts
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+# beam5: our default stop rule (beam hypotheses finished); beam5_first: the peers' rule
+DECODES = (("greedy", 1, "full"), ("beam5", 5, "full"), ("beam5_first", 5, "first"))
 
 
-def matmul_peak_gflops(dtype: torch.dtype = torch.float32, n: int = 2048, repeats: int = 5) -> float:
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+def matmul_peak_gflops(dtype: torch.dtype = torch.float32, n: int = 2048, repeats: int = 5,
+                       device: torch.device = torch.device("cpu")) -> float:
+    """Measured dense matmul throughput of ``device`` in ``dtype`` (n × n by n × n)."""
+    a, b = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)
     a @ b
+    _sync(device)
     t = time.perf_counter()
     for _ in range(repeats):
         a @ b
+    _sync(device)
     return 2 * n**3 * repeats / (time.perf_counter() - t) / 1e9
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def flops_per_token(model: Seq2Seq, src_tokens: float, tgt_tokens: float, mean_src_len: float) -> float:
@@ -56,36 +72,32 @@ def flops_per_token(model: Seq2Seq, src_tokens: float, tgt_tokens: float, mean_s
     return 6 * enc * src_tokens / tgt_tokens + 6 * dec + 3 * attention
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", default="bench_small", help="experiment name under configs/experiment/")
-    p.add_argument("--data", required=True, help="folder with train/dev.{zh,en}")
-    p.add_argument("--json", help="write the figures here")
-    p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--warmup", type=int, default=50)
-    p.add_argument("--checkpoint", help="decode with this trained model instead of the benchmarked one")
-    p.add_argument("--no-decode", action="store_true")
-    p.add_argument("overrides", nargs="*", help="extra config overrides, key=value")
-    args = p.parse_args()
-
+def compose_config(config: str, overrides: Sequence[str] = (), data: Optional[str] = None) -> DictConfig:
+    """The experiment's config on a files corpus in ``data``, or on the packaged Tatoeba corpus."""
     register()
+    corpus = ["data=files", f"data.dir={data}"] if data else []
     with initialize_config_dir(str(CONFIGS), version_base="1.3"):
-        cfg = compose("train", [f"+experiment={args.config}", "data=files", f"data.dir={args.data}", *args.overrides])
+        cfg = compose("train", [f"+experiment={config}", *corpus, *overrides])
     validate(cfg)
-    tr = cfg.trainer
-    set_threads(tr.threads)
-    device = pick_device(tr.device)
-    torch.manual_seed(tr.seed)
+    return cfg
+
+
+def prepare_text(cfg: DictConfig):
+    """Corpus, tokenizer and the encoded training pairs of ``cfg``."""
     corpus = load_corpus(cfg.data, need=("train", "dev"))
     src_text, tgt_text = list(corpus["train"]["src"]), list(corpus["train"]["tgt"])
-    tok = load_or_train(cfg.tokenizer, src_text, tgt_text, seed=tr.seed)
+    tok = load_or_train(cfg.tokenizer, src_text, tgt_text, seed=cfg.trainer.seed)
     src, tgt = encode_train(tok, src_text, tgt_text, cfg.data.max_tokens)
-    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
+    return corpus, tok, src, tgt
+
+
+def training_speed(model: Seq2Seq, cfg: DictConfig, batches: Sequence[Batch], warmup: int,
+                   device: torch.device) -> dict:
+    """Train on ``batches[:warmup]`` untimed, then time the rest: tokens/s, FLOPs, peak memory."""
+    tr = cfg.trainer
+    if compiled_step.wanted(tr.compile, device, model.decoder):
+        compiled_step.compile_step(model.decoder)
     opt = build_optimizer(tr, model.parameters())
-    rng = random.Random(tr.seed)
-    batches: list = []
-    while len(batches) < args.warmup + args.steps:
-        batches += train_batches(src, tgt, tr.batch_tokens, rng)
 
     def step(b) -> None:
         b = b.to(device)
@@ -96,30 +108,75 @@ def main() -> int:
         torch.nn.utils.clip_grad_norm_(model.parameters(), tr.clip_norm)
         opt.step()
 
-    for b in batches[: args.warmup]:
+    for b in batches[:warmup]:
         step(b)
-    measured = batches[args.warmup : args.warmup + args.steps]
+    measured = batches[warmup:]
     n_src = sum(int(b.host_lens.sum()) for b in measured)
     # target pieces without EOS, as the peer harness counts (sentences × mean pieces per sentence)
     n_tgt = sum(int((b.tgt_out != PAD).sum()) - b.size for b in measured)
     n_sents = sum(b.size for b in measured)
     if device.type == "cuda":
-        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(device)
+    _sync(device)
     t0 = time.perf_counter()
     for b in measured:
         step(b)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    _sync(device)
     dt = time.perf_counter() - t0
-    peak = matmul_peak_gflops() if device.type == "cpu" else float("nan")
     fpt = flops_per_token(model, n_src, n_tgt, n_src / n_sents)
-    train = {
-        "steps": args.steps, "seconds": dt, "tgt_tok_per_s": n_tgt / dt, "src_tok_per_s": n_src / dt,
-        "sents_per_s": n_sents / dt, "steps_per_s": args.steps / dt, "mean_batch_sents": n_sents / args.steps,
+    cuda = device.type == "cuda"
+    return {
+        "steps": len(measured), "seconds": dt, "tgt_tok_per_s": n_tgt / dt, "src_tok_per_s": n_src / dt,
+        "sents_per_s": n_sents / dt, "steps_per_s": len(measured) / dt, "mean_batch_sents": n_sents / len(measured),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "flops_per_tgt_token": fpt, "model_gflops": fpt * n_tgt / dt / 1e9, "matmul_peak_gflops": peak,
-        "matmul_peak_fraction": fpt * n_tgt / dt / 1e9 / peak, "parameters": sum(p.numel() for p in model.parameters()),
+        "peak_gpu_mb": torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None,
+        "flops_per_tgt_token": fpt, "model_gflops": fpt * n_tgt / dt / 1e9,
+        "parameters": sum(p.numel() for p in model.parameters()), "precision": tr.precision,
     }
+
+
+def decoding_speed(model: Seq2Seq, tok, cfg: DictConfig, dev_src: list[str], dev_tgt: list[str],
+                   device: torch.device, runs: Sequence[tuple[str, int, str]] = DECODES) -> dict:
+    """Sentences/s and BLEU of ``model`` on the dev sentences, per (name, beam, stop rule)."""
+    model.eval()
+    norm = src_normalizer(cfg.data)
+    out = {}
+    for name, beam, stop in runs:
+        t0 = time.perf_counter()  # translation only (as the peers time theirs), not the scoring
+        with autocast(device, cfg.trainer.precision):
+            hyps = translate_texts(model, tok, norm, dev_src, beam=beam, device=device, stop=stop)
+        dt = time.perf_counter() - t0
+        scores = score(hyps, [dev_tgt], cfg.data.tgt_lang)
+        out[name] = {"sents_per_s": len(dev_src) / dt, "seconds": dt, "bleu": scores.bleu, "chrf": scores.chrf}
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", default="bench_small", help="experiment name under configs/experiment/")
+    p.add_argument("--data", help="folder with train/dev.{zh,en} (default: the packaged Tatoeba corpus)")
+    p.add_argument("--json", help="write the figures here")
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--checkpoint", help="decode with this trained model instead of the benchmarked one")
+    p.add_argument("--no-decode", action="store_true")
+    p.add_argument("overrides", nargs="*", help="extra config overrides, key=value")
+    args = p.parse_args()
+
+    cfg = compose_config(args.config, args.overrides, args.data)
+    tr = cfg.trainer
+    set_threads(tr.threads)
+    device = pick_device(tr.device)
+    torch.manual_seed(tr.seed)
+    corpus, tok, src, tgt = prepare_text(cfg)
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
+    rng = random.Random(tr.seed)
+    batches: list = []
+    while len(batches) < args.warmup + args.steps:
+        batches += train_batches(src, tgt, tr.batch_tokens, rng)
+    train = training_speed(model, cfg, batches[: args.warmup + args.steps], args.warmup, device)
+    peak = matmul_peak_gflops() if device.type == "cpu" else float("nan")
+    train.update(matmul_peak_gflops=peak, matmul_peak_fraction=train["model_gflops"] / peak)
     result = {"config": args.config, "overrides": args.overrides, "device": str(device),
               "threads": torch.get_num_threads(), "train": train}
 
@@ -127,19 +184,9 @@ def main() -> int:
         dec_model, dec_tok, dec_cfg = model, tok, cfg
         if args.checkpoint:
             dec_model, dec_tok, dec_cfg, _ = load_model(args.checkpoint, device)
-        dec_model.eval()
-        dev_src, dev_tgt = list(corpus["dev"]["src"]), list(corpus["dev"]["tgt"])
-        norm = src_normalizer(dec_cfg.data)
-        result["decode"] = {}
         # beam5: our default stop rule (beam hypotheses finished); beam5_first: the peers' rule
-        for name, beam, stop in (("greedy", 1, "full"), ("beam5", 5, "full"), ("beam5_first", 5, "first")):
-            t0 = time.perf_counter()  # translation only (as the peers time theirs), not the scoring
-            with autocast(device, tr.precision):
-                hyps = translate_texts(dec_model, dec_tok, norm, dev_src, beam=beam, device=device, stop=stop)
-            dt = time.perf_counter() - t0
-            scores = score(hyps, [dev_tgt], dec_cfg.data.tgt_lang)
-            result["decode"][name] = {"sents_per_s": len(dev_src) / dt, "seconds": dt, "bleu": scores.bleu,
-                                      "chrf": scores.chrf}
+        result["decode"] = decoding_speed(dec_model, dec_tok, dec_cfg, list(corpus["dev"]["src"]),
+                                          list(corpus["dev"]["tgt"]), device)
 
     t = result["train"]
     print(f"{'config':<28}{args.config} {' '.join(args.overrides)}")

@@ -45,6 +45,16 @@ TRAIN_OVERRIDES = [
 ]
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked ``cuda`` are skipped where no GPU is visible."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def nmt_cache(tmp_path_factory) -> Path:
     """$NMT_CACHE points at one session-wide temporary folder, for in-process code and subprocesses."""
@@ -169,3 +179,16 @@ def train_overrides() -> list[str]:
 def explain() -> Callable[[subprocess.CompletedProcess], str]:
     """Formats a finished subprocess for an assertion message."""
     return describe
+
+
+@pytest.fixture
+def cuda_untouchable(monkeypatch) -> None:
+    """A machine whose CUDA is available but must not be touched: pinning memory or initializing
+    CUDA raise (on a real GPU machine either opens a context on GPU 0)."""
+
+    def touched(*args, **kwargs):
+        raise AssertionError("a CPU run touched CUDA")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "_lazy_init", touched)
+    monkeypatch.setattr(torch.Tensor, "pin_memory", touched)

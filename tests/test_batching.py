@@ -127,3 +127,14 @@ def test_arrow_pairs_give_the_same_batches_as_lists(pairs, view, tmp_path):
     for x, y in zip(a, b):
         for name in ("src", "tgt_in", "tgt_out", "index"):
             assert torch.equal(getattr(x, name), getattr(y, name)), name
+
+
+def test_batches_for_the_cpu_never_pin_memory_on_a_cuda_machine(pairs, cuda_untouchable):
+    """make_batch and Batch.to(cpu) leave CUDA alone even where it exists (pinning opens a
+    context on GPU 0); pinning belongs to the copy to a CUDA device."""
+    src, tgt = pairs
+    for b in train_batches(src, tgt, 300, random.Random(0))[:3]:
+        moved = b.to(torch.device("cpu"))
+        assert torch.equal(moved.src, b.src) and torch.equal(moved.tgt_out, b.tgt_out)
+    for b in inference_batches(src, 300):
+        b.to(torch.device("cpu"))

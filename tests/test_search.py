@@ -280,3 +280,34 @@ def test_coverage_penalty_changes_scores_not_the_interface(make_model, sources):
     assert zero.tokens == plain.tokens
     assert len(cov.tokens) == len(sources)
     assert all(c <= p + 1e-4 for c, p in zip(cov.scores, plain.scores))
+
+
+@pytest.mark.parametrize("every", [3, 8])
+@pytest.mark.parametrize("stop", STOPS)
+def test_syncing_with_the_host_every_few_steps_changes_nothing(make_model, random_sources, stop, every):
+    """On a GPU the search loops look at the ended rows every few steps (a sync drains the kernel
+    queue); ended rows ride along masked until then. The hypotheses and scores are those of a
+    sync at every step (the CPU's way), for greedy, every stop rule, coverage and n-best lists."""
+    model = make_model(SRC_V, TGT_V, mode="local_p", window=2, seed=7, decoder_layers=2)
+    batch = batch_of(random_sources(9, 1, 14, SRC_V, seed=5))
+    for kw in ({"beam": 1}, {"beam": 4, "stop": stop}, {"beam": 3, "stop": stop, "beta": 0.3, "n_best": 2}):
+        ref, got = beam_search(model, batch, **kw), beam_search(model, batch, **kw, sync_every=every)
+        assert got.tokens == ref.tokens, kw
+        assert got.scores == pytest.approx(ref.scores, abs=1e-5), kw
+        assert [[h for h, _ in n] for n in got.nbest] == [[h for h, _ in n] for n in ref.nbest], kw
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_search_syncs_with_the_host_once_per_interval(make_model, random_sources, monkeypatch, beam):
+    """Host syncs (a tensor read as a bool or an int) come at most every ``sync_every`` steps."""
+    model = make_model(SRC_V, TGT_V, seed=2)
+    batch = batch_of(random_sources(7, 8, 14, SRC_V, seed=6))
+    steps, reads = [], []
+    inner = model.decoder.step
+    monkeypatch.setattr(model.decoder, "step", lambda *a, **k: steps.append(1) or inner(*a, **k))
+    for name in ("__bool__", "__int__", "item"):
+        real = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name, lambda self, _real=real: reads.append(1) or _real(self))
+    beam_search(model, batch, beam=beam, sync_every=8)
+    assert len(steps) >= 24
+    assert len(reads) <= 3 * (len(steps) // 8 + 1) + 1  # ≤ 3 reads a sync (any, all, nonzero), plus T

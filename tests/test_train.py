@@ -97,6 +97,30 @@ def test_every_attention_variant_trains(make_model, score, mode):
     assert losses[-1] < 0.75 * losses[0], losses
 
 
+def test_training_forward_survives_ddp_moving_its_tensor_arguments(make_model, random_sources):
+    """DistributedDataParallel(device_ids=[i]) moves every tensor argument of forward to cuda:i;
+    packing needs its lengths on the CPU. Emulated with DDP's own input mover aimed at 'meta':
+    whatever packing needs must come through it unmoved, and the forward must run on it."""
+    from torch.distributed.utils import _to_kwargs
+
+    model = make_model(train=True)
+    src = random_sources(5, 1, 9, 19, seed=2)
+    batch = make_batch(src, [s[::-1] for s in src], range(5))
+    seen = {}
+
+    class MovesLikeDDP(torch.nn.Module):
+        def forward(self, *args):
+            (moved,), _ = _to_kwargs(args, {}, torch.device("meta"), False)
+            seen["moved"] = moved
+            kept = [a if isinstance(m, torch.Tensor) else m for a, m in zip(args, moved)]  # meta holds no data
+            return model(*kept)
+
+    loss = batch_loss(MovesLikeDDP(), batch)
+    assert all(m.device.type == "meta" for m in seen["moved"] if isinstance(m, torch.Tensor))
+    assert list(seen["moved"][2]) == batch.host_lens.tolist()  # the packing lengths: not a tensor, not moved
+    torch.testing.assert_close(loss, batch_loss(model, batch))
+
+
 # --------------------------------------------------------------------------- train()
 @pytest.fixture(scope="module")
 def digits_dir(tmp_path_factory) -> Path:
@@ -271,3 +295,30 @@ def test_compiled_decoder_step_trains_like_eager(digits_dir, tmp_path):
                         tmp_path / f"run{compiled}")
         losses.append(metrics["history"][-1]["valid_loss"])
     assert losses[1] == pytest.approx(losses[0], rel=1e-3)
+
+
+def test_cpu_training_never_touches_cuda_on_a_cuda_machine(digits_dir, tmp_path, cuda_untouchable, monkeypatch):
+    """trainer.device=cpu where CUDA exists: no pinned memory, no CUDA context (on GPU 0), and
+    trainer.compile's auto stays eager, as on any CPU."""
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: pytest.fail("auto compiled on the CPU"))
+    metrics = train(digits_cfg(digits_dir, max_steps=4, valid_every=4, test_beam=0), tmp_path / "r")
+    assert metrics["steps"] == 4
+
+
+def test_a_failed_compile_falls_back_to_the_eager_step(digits_dir, tmp_path, monkeypatch, caplog):
+    """Where torch.compile cannot build the step (no triton, no C++ compiler) training runs the
+    eager step, to the same dev loss, after one warning."""
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    def broken(fn, **kw):
+        def call(*args):
+            raise BackendCompilerFailed(fn, RuntimeError("Cannot find a working triton installation"), None)
+        return call
+
+    cfg = dict(max_steps=6, valid_every=6, test_beam=0)
+    eager = train(digits_cfg(digits_dir, **cfg, compile=False), tmp_path / "eager")
+    monkeypatch.setattr(torch, "compile", broken)
+    fallback = train(digits_cfg(digits_dir, **cfg, compile=True), tmp_path / "fallback")
+    assert fallback["history"][-1]["valid_loss"] == eager["history"][-1]["valid_loss"]
+    warnings = [r for r in caplog.records if "running it eagerly" in r.getMessage()]
+    assert len(warnings) == 1 and "triton" in warnings[0].getMessage()

@@ -1,0 +1,155 @@
+"""The GPU path in one command (about 8 minutes on one GPU, offline): the CUDA tests, then speed.
+
+    python scripts/gpu_check.py --json gpu_check.json     # on a machine with an NVIDIA GPU
+    python scripts/gpu_check.py --smoke                   # a few steps of everything, any device
+
+1. ``pytest -m cuda`` (tests/test_cuda.py).
+2. bench-small (``+experiment=bench_small``) on the packaged Tatoeba corpus: training target
+   tokens/s in fp32 and in bf16 (scripts/benchmark.py measures, as for the CPU figures).
+3. The paper's model (``+experiment=luong2015_wmt14``: 4 × 1000 LSTM, local-p general, 50K
+   vocabularies) on synthetic batches of 128 sentences of 10-50 tokens: training target tokens/s
+   and peak GPU memory in bf16, and the fraction of the GPU's measured bf16 matmul peak that
+   its model FLOPs reach.
+4. Greedy and beam-5 decoding of the dev split (1,000 sentences), sentences/s, with the bf16
+   bench-small model after its measured steps: an undertrained model, whose outputs run longer
+   than a trained one's (``--checkpoint RUN`` decodes a trained model instead).
+
+Without a GPU it stops with a message (``--smoke`` runs it on the CPU, small, to test the script).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmark import compose_config, decoding_speed, matmul_peak_gflops, prepare_text, training_speed  # noqa: E402
+
+from nmt.batching import make_batch, train_batches  # noqa: E402
+from nmt.checkpoint import load_model  # noqa: E402
+from nmt.device import pick_device  # noqa: E402
+from nmt.model import build_model  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+# full run / smoke: warm-up and measured steps, synthetic pairs, dev sentences decoded
+SIZES = {"full": dict(warmup=30, steps=200, paper_warmup=10, paper_steps=40, dev=1000),
+         "smoke": dict(warmup=1, steps=2, paper_warmup=1, paper_steps=1, dev=8)}
+SMOKE_DATA = ["data=hsk", "tokenizer.src_vocab_size=2000", "tokenizer.tgt_vocab_size=500", "data.dev_size=100",
+              "data.test_size=100", "model.emb_size=32", "model.hidden_size=32"]
+SMOKE_PAPER = ["model.emb_size=32", "model.hidden_size=32", "model.encoder_layers=2", "model.decoder_layers=2"]
+
+
+def run_cuda_tests(timeout: float) -> dict:
+    """``pytest -m cuda``: its summary line, exit status and seconds."""
+    t0 = time.perf_counter()
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "cuda", "tests/test_cuda.py", "-p", "no:cacheprovider"]
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+        lines = proc.stdout.strip().splitlines()
+        summary, status = (lines[-1] if lines else proc.stderr[-500:]), proc.returncode
+        if status:
+            print(proc.stdout[-4000:], proc.stderr[-2000:], sep="\n")
+    except subprocess.TimeoutExpired:
+        summary, status = f"timed out after {timeout:.0f} s", -1
+    return {"summary": summary, "exit": status, "seconds": time.perf_counter() - t0}
+
+
+def bench_small(precision: str, size: dict, device: torch.device, smoke: bool, checkpoint: str = "") -> dict:
+    """bench-small training speed in ``precision`` (and, with ``size['dev']``, decoding speed)."""
+    cfg = compose_config("bench_small", [f"trainer.precision={precision}", f"trainer.device={device.type}",
+                                         *(SMOKE_DATA if smoke else [])])
+    torch.manual_seed(cfg.trainer.seed)
+    corpus, tok, src, tgt = prepare_text(cfg)
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
+    rng, batches = random.Random(cfg.trainer.seed), []
+    while len(batches) < size["warmup"] + size["steps"]:
+        batches += train_batches(src, tgt, cfg.trainer.batch_tokens, rng)
+    out = {"train": training_speed(model, cfg, batches[: size["warmup"] + size["steps"]], size["warmup"], device)}
+    if size.get("decode"):
+        dev = corpus["dev"].select(range(min(size["dev"], len(corpus["dev"]))))
+        dec_model, dec_tok, dec_cfg = (load_model(checkpoint, device)[:3] if checkpoint else (model, tok, cfg))
+        out["decode"] = decoding_speed(dec_model, dec_tok, dec_cfg, list(dev["src"]), list(dev["tgt"]), device,
+                                       runs=(("greedy", 1, "full"), ("beam5", 5, "full")))
+    return out
+
+
+def paper_model(size: dict, device: torch.device, smoke: bool) -> dict:
+    """The 4 × 1000 local-p model in bf16 on synthetic batches of 128 sentences (50K vocabularies)."""
+    cfg = compose_config("luong2015_wmt14", ["trainer.precision=bf16", f"trainer.device={device.type}",
+                                             *(SMOKE_PAPER if smoke else [])])
+    vocab = 500 if smoke else cfg.tokenizer.src_vocab_size
+    torch.manual_seed(cfg.trainer.seed)
+    model = build_model(cfg.model, vocab, vocab).to(device).train()
+    rng = random.Random(0)
+    sents = cfg.trainer.batch_sentences
+
+    def pieces() -> list[int]:
+        return [rng.randrange(4, vocab) for _ in range(rng.randint(10, cfg.data.max_tokens - 1))]
+
+    batches = []
+    for _ in range(size["paper_warmup"] + size["paper_steps"]):
+        src = [pieces() for _ in range(sents)]
+        batches.append(make_batch(src, [pieces() for _ in range(sents)], range(sents)))
+    train = training_speed(model, cfg, batches, size["paper_warmup"], device)
+    peak = matmul_peak_gflops(torch.bfloat16, 256 if smoke else 8192, 2 if smoke else 20, device)
+    train.update(vocab=vocab, bf16_matmul_peak_gflops=peak, bf16_peak_fraction=train["model_gflops"] / peak)
+    return train
+
+
+def table(result: dict) -> str:
+    rows = [("CUDA tests", result["tests"]["summary"] if result.get("tests") else "not run")]
+    for p in ("fp32", "bf16"):
+        t = result[f"bench_small_{p}"]["train"]
+        rows.append((f"bench-small train {p}", f"{t['tgt_tok_per_s']:,.0f} tgt tok/s ({t['mean_batch_sents']:.0f} sents/batch)"))
+    t = result["paper_bf16"]
+    mem = f"{t['peak_gpu_mb']:,.0f} MB" if t["peak_gpu_mb"] is not None else "n/a (CPU)"
+    rows += [("paper 4x1000 train bf16", f"{t['tgt_tok_per_s']:,.0f} tgt tok/s, batch {t['mean_batch_sents']:.0f}, "
+                                         f"vocab {t['vocab']:,}"),
+             ("paper 4x1000 peak memory", mem),
+             ("paper 4x1000 model FLOPs", f"{t['model_gflops']:,.0f} GFLOP/s = {t['bf16_peak_fraction']:.1%} of the "
+                                          f"measured {t['bf16_matmul_peak_gflops']:,.0f} GFLOP/s bf16 matmul peak")]
+    for name, d in result["bench_small_bf16"].get("decode", {}).items():
+        rows.append((f"decode {name} (dev)", f"{d['sents_per_s']:,.0f} sents/s, BLEU {d['bleu']:.2f}"))
+    width = max(len(k) for k, _ in rows) + 2
+    return "\n".join(f"{k:<{width}}{v}" for k, v in rows)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", default="gpu_check.json", help="write the figures here")
+    p.add_argument("--smoke", action="store_true", help="a few steps of everything, also on the CPU")
+    p.add_argument("--skip-tests", action="store_true", help="measure only")
+    p.add_argument("--tests-timeout", type=float, default=240, help="seconds for pytest -m cuda")
+    p.add_argument("--checkpoint", default="", help="decode this trained run instead of the benchmarked model")
+    args = p.parse_args()
+    if not torch.cuda.is_available() and not args.smoke:
+        print("gpu_check: no CUDA GPU is visible, nothing measured (--smoke runs a small version on the CPU)",
+              file=sys.stderr)
+        return 1
+    device = pick_device("auto" if torch.cuda.is_available() else "cpu")
+    size = SIZES["smoke" if args.smoke else "full"]
+    t0 = time.perf_counter()
+    result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+              "torch": torch.__version__, "smoke": args.smoke}
+    if not args.skip_tests:
+        result["tests"] = run_cuda_tests(args.tests_timeout)
+    result["bench_small_fp32"] = bench_small("fp32", size, device, args.smoke)
+    result["bench_small_bf16"] = bench_small("bf16", {**size, "decode": True}, device, args.smoke, args.checkpoint)
+    result["paper_bf16"] = paper_model(size, device, args.smoke)
+    result["seconds"] = time.perf_counter() - t0
+    print(table(result))
+    print(f"{'total':<26}{result['seconds']:.0f} s on {result['device']}")
+    Path(args.json).write_text(json.dumps(result, indent=1))
+    tests_failed = bool(result.get("tests") and result["tests"]["exit"] not in (0, 5))  # 5: none collected
+    return 1 if tests_failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
