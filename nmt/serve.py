@@ -97,6 +97,13 @@ def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int =
     async def page(request: Request) -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
+    font = cjk_font()
+
+    async def font_file(request: Request) -> FileResponse:
+        if font is None:
+            raise HTTPException(404, "no CJK font on the server (pip install 'nmt[plot]'); the browser's own fonts are used")
+        return FileResponse(font, media_type="font/otf")
+
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         return JSONResponse({"error": f"{request.method} {request.url.path}: {exc.detail}"}, exc.status_code)
 
@@ -107,8 +114,18 @@ def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int =
         await batcher.stop()
 
     routes = [Route("/translate", translate, methods=["POST"]), Route("/models", models), Route("/health", health),
-              Route("/", page), Mount("/static", StaticFiles(directory=STATIC), name="static")]
+              Route("/", page), Route("/cjk-font", font_file), Mount("/static", StaticFiles(directory=STATIC), name="static")]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+
+
+def cjk_font() -> str | None:
+    """A font with Chinese glyphs for the page (the one attention plots use), or None."""
+    try:
+        from nmt.plot import find_cjk_font
+
+        return find_cjk_font()
+    except Exception:  # noqa: BLE001 - no font (or no matplotlib to look for one): the browser's fonts it is
+        return None
 
 
 def _error(counts: dict, status: int, message: str) -> JSONResponse:

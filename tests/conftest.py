@@ -246,3 +246,23 @@ def _start_server(args: list[str], env: dict, port: int, prelude: str = "") -> s
 def start_server() -> Callable[..., subprocess.Popen]:
     """``start_server(args, env, port, prelude="")``: an ``nmt.serve`` child process (stop it yourself)."""
     return _start_server
+
+
+@pytest.fixture(scope="session")
+def server(trained_run, cli_env, http):
+    """URL of one ``nmt.serve`` of the shared run, as models 0 and 1, with small limits (shared by the session)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [trained_run, trained_run, "--device", "cpu", "--beam", "2", "--batch-wait-ms", "30", "--max-lines", "8",
+            "--max-chars", "200", "--max-body", "300000", "--timeout", "120"]
+    proc = _start_server(args, cli_env, port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        http.wait_until_up(url, proc)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

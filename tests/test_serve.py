@@ -1,5 +1,5 @@
-"""``python -m nmt.serve``: one real server (the shared tiny run, 127.0.0.1, a free port) for the
-module; the batcher's queue, timeout and isolation rules tested directly with a fake decoder."""
+"""``python -m nmt.serve``: one real server (``server`` in conftest.py: the shared tiny run twice, on
+127.0.0.1) for the session; the batcher's queue, timeout and isolation rules tested directly with a fake decoder."""
 
 from __future__ import annotations
 
@@ -14,25 +14,6 @@ import torch
 from nmt.serve_batch import Batcher, QueueFull
 
 SENTENCES = ["老师，您好！", "图书馆在学校里边。", "谢谢你！不客气。", "", "我们明天去北京。"]
-
-
-@pytest.fixture(scope="module")
-def server(trained_run, cli_env, http, start_server, tmp_path_factory):
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    args = [trained_run, trained_run, "--device", "cpu", "--beam", "2", "--batch-wait-ms", "30", "--max-lines", "8",
-            "--max-chars", "200", "--max-body", "300000", "--timeout", "120"]
-    proc = start_server(args, cli_env, port)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        http.wait_until_up(url, proc)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

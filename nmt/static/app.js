@@ -4,13 +4,13 @@
 const $ = (id) => document.getElementById(id);
 let current = null;  // the translations of the last request
 
-function heat(w) {  // weight in [0, 1] -> a white-to-blue background
-  const a = Math.max(0, Math.min(1, w));
+function heat(w, max) {  // weight in [0, max] -> a white-to-blue background (the row's largest is darkest)
+  const a = Math.max(0, Math.min(1, w / (max || 1)));
   return `rgba(31, 119, 180, ${a.toFixed(3)})`;
 }
 
-function show(word) {  // the name of a piece without sentencepiece's word-start mark
-  return word.replace(/\u2581/g, " ").trim() || word;
+function show(word) {  // the name of a piece without sentencepiece's word-start mark (a lone mark stays)
+  return word.replace(/\u2581/g, " ").trim() || "\u2423";
 }
 
 async function loadModels() {
@@ -87,6 +87,7 @@ function select(i, j) {
   $("detail-note").textContent = pt === null ? "global attention: every source piece"
     : `local attention: centre p_t = ${pt.toFixed(2)}, window ±${D} (red: centre, blue line: window)`;
   const srcRow = $("strip-src"), heatRow = $("strip-heat");
+  const max = Math.max(...att.weights[j]);
   srcRow.innerHTML = "";
   heatRow.innerHTML = "";
   att.src_pieces.forEach((piece, s) => {
@@ -95,7 +96,7 @@ function select(i, j) {
     const w = att.weights[j][s];
     const b = document.createElement("td");
     b.className = "cell";
-    b.style.background = heat(w);
+    b.style.background = heat(w, max);
     b.title = w.toFixed(3);
     b.textContent = w >= 0.05 ? w.toFixed(2) : "";
     if (pt !== null && Math.abs(s - pt) <= D) a.classList.add("in-window");
@@ -123,10 +124,11 @@ function renderMatrix(att, selected) {
     const th = document.createElement("th");
     th.textContent = show(att.tgt_pieces[j]);
     tr.appendChild(th);
+    const max = Math.max(...row);
     row.forEach((w) => {
       const td = document.createElement("td");
       td.className = "cell";
-      td.style.background = heat(w);
+      td.style.background = heat(w, max);
       td.title = w.toFixed(3);
       tr.appendChild(td);
     });
