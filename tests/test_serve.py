@@ -7,6 +7,7 @@ import asyncio
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import torch
@@ -157,3 +158,23 @@ def test_batcher_queue_limit_and_timeout():
         return result, later
 
     assert _run(main()) == (["a", "b"], ["f"])
+
+
+def test_load_script_bounded(server, tmp_path, cli_env, explain):
+    """scripts/load_serve.py in a tiny form: 4 clients, 12 sentences, 4 malformed requests, 60 s at most."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "dev.zh"
+    src.write_text("\n".join(SENTENCES * 3) + "\n", encoding="utf-8")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "load_serve.py"
+    cmd = [sys.executable, str(script), "--url", server, "--input", str(src), "--clients", "4",
+           "--beam", "2", "--requests", "12", "--seconds", "60", "--malformed", "4", "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env, timeout=120)
+    assert proc.returncode == 0, explain(proc)
+    report = json.loads(proc.stdout)
+    assert report["sentences"] == 12 and report["errors"] == 0
+    assert report["malformed_sent"] == report["malformed_4xx"] == 4
+    assert 0 < report["p50_ms"] <= report["p95_ms"] <= report["p99_ms"]
+    far = subprocess.run([*cmd[:3], "http://192.0.2.1:5000", *cmd[4:]], capture_output=True, text=True, timeout=60)
+    assert far.returncode == 2 and "not a loopback address" in far.stderr
