@@ -51,7 +51,7 @@ def test_translate_plots_and_prints_attention(trained_run, run_cli, tmp_path, ex
             assert 0 <= i < n_src and j >= 0
     assert lines[1] == " ||| "
     pngs = sorted(p.name for p in out.glob("*.png"))
-    assert pngs == ["000000.png", "000002.png"]
+    assert pngs == ["000000.png", "000001.png", "000002.png"]  # the empty line too: its </s> row
     assert (out / "000000.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
