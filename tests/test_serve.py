@@ -178,3 +178,10 @@ def test_load_script_bounded(server, tmp_path, cli_env, explain):
     assert 0 < report["p50_ms"] <= report["p95_ms"] <= report["p99_ms"]
     far = subprocess.run([*cmd[:3], "http://192.0.2.1:5000", *cmd[4:]], capture_output=True, text=True, timeout=60)
     assert far.returncode == 2 and "not a loopback address" in far.stderr
+
+
+def test_cli_errors_are_one_line(run_cli, tmp_path):
+    proc = run_cli("nmt.serve", tmp_path / "missing.pt", "--port", "1")
+    assert proc.returncode == 1 and "nmt.serve: error:" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_cli("nmt.serve")
+    assert proc.returncode == 2 and "give at least one model" in proc.stderr
