@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -102,3 +103,16 @@ def test_serve_onnx_without_torch(exported, cli_env, free_port, http, start_serv
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_compare_script(exported, trained_run, hsk_corpus, tmp_path, cli_env, explain):
+    """scripts/compare_onnx.py on 20 dev sentences: all identical at beam 1 and 3, speeds reported."""
+    src = tmp_path / "dev.zh"
+    src.write_text("\n".join(list(hsk_corpus["dev"]["src"])[:20]) + "\n", encoding="utf-8")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "compare_onnx.py"
+    proc = subprocess.run([sys.executable, str(script), str(trained_run), str(exported), "--input", str(src),
+                           "--beams", "1", "3", "--json"], capture_output=True, text=True, env=cli_env, timeout=300)
+    assert proc.returncode == 0, explain(proc)
+    rows = json.loads(proc.stdout)
+    assert [(r["beam"], r["identical"]) for r in rows] == [(1, 20), (3, 20)]
+    assert all(r["eager_sent_per_s"] > 0 and r["onnx_sent_per_s"] > 0 for r in rows)
