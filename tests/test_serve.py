@@ -32,7 +32,8 @@ def test_plain_request_matches_translate(server, http, reference):
     assert status == 200, body
     rows = body["translations"]
     assert [r["src"] for r in rows] == SENTENCES
-    assert [(r["tgt"], r["score"]) for r in rows] == [(t, round(s, 4)) for t, s in reference[0]]
+    assert [r["tgt"] for r in rows] == [t for t, _ in reference[0]]
+    assert [r["score"] for r in rows] == pytest.approx([s for _, s in reference[0]], abs=1e-3)  # other batch, other rounding
     assert all(len(r["n_best"]) <= 2 and r["n_best"][0]["tgt"] == r["tgt"] for r in rows)
 
 
