@@ -160,6 +160,13 @@ def _lines(args: argparse.Namespace) -> Iterable[list[str]]:
         yield lines
 
 
+def _plot(attention: tuple, window: int, title: str, path: Path) -> None:
+    """One heatmap from ``align``'s output (the window drawn for local modes only)."""
+    w, centres, src_pieces, tgt_pieces = attention
+    fig = attention_figure(w, src_pieces, tgt_pieces, centres, window if centres is not None else None, title=title)
+    save_png(fig, path)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="nmt.translate", description=__doc__.splitlines()[0])
     p.add_argument("model", help="run directory (uses checkpoints/best.pt) or checkpoint file")
@@ -217,12 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         out.write(f"{source}{nbest[0][0]} ||| {hard_alignment(attention[0]) if attention else ''}\n")
                     else:
                         out.write(f"{source}{nbest[0][0]}\n")
-                    if args.plot_attention and attention:
-                        w, centres, src_pieces, tgt_pieces = attention
-                        fig = attention_figure(w, src_pieces, tgt_pieces, centres,
-                                               cfg.model.attention.window if centres is not None else None,
-                                               title=f"{line_no}: {text[:60]}")
-                        save_png(fig, Path(args.plot_attention) / f"{line_no:06d}.png")
+                    if args.plot_attention:
+                        _plot(attention, cfg.model.attention.window, f"{line_no}: {text[:60]}",
+                              Path(args.plot_attention) / f"{line_no:06d}.png")
                     line_no += 1
                 out.flush()
     except (CheckpointError, DataError, PlotError, OSError, ValueError) as e:
