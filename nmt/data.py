@@ -14,15 +14,14 @@ import logging
 import os
 import random
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator
-from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
 import datasets
 
 from nmt.config import DataConfig
+from nmt.normalize import normalizer  # noqa: F401 - re-exported: nmt.data.normalizer
 
 log = logging.getLogger(__name__)
 
@@ -34,27 +33,6 @@ class DataError(ValueError):
 
 
 # --------------------------------------------------------------------------- normalization
-@lru_cache(maxsize=4)
-def _opencc(conversion: str):
-    import opencc
-
-    return opencc.OpenCC(f"{conversion}.json" if not conversion.endswith(".json") else conversion)
-
-
-def normalizer(opencc: Optional[str] = None) -> Callable[[str], str]:
-    """The text normalization applied to a side: NFKC, whitespace collapsed, optional OpenCC.
-
-    Training records ``opencc`` in the checkpoint so translate and evaluate apply the same.
-    """
-    conv = _opencc(opencc) if opencc else None
-
-    def norm(text: str) -> str:
-        text = " ".join(unicodedata.normalize("NFKC", text).split())
-        return conv.convert(text) if conv is not None else text
-
-    return norm
-
-
 def src_normalizer(cfg: DataConfig) -> Callable[[str], str]:
     """Normalization of the source side (OpenCC applies only to a Chinese side)."""
     return normalizer(cfg.opencc if cfg.src_lang.startswith("zh") else None)

@@ -15,7 +15,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 import torch
 
@@ -26,7 +26,7 @@ from nmt.metrics import Scores, score
 from nmt.model import Seq2Seq
 from nmt.search import STOPS
 from nmt.tokenizer import Tokenizer
-from nmt.translate import load_models, translate_texts
+from nmt.translate import load_models, progress_bar, translate_texts
 
 log = logging.getLogger("nmt.evaluate")
 
@@ -42,9 +42,11 @@ def evaluate(
     alpha: float = 1.0,
     device: torch.device = torch.device("cpu"),
     stop: str = "full",
+    progress: Optional[Callable[[int], None]] = None,
 ) -> tuple[Scores, list[str]]:
     """Translate ``src`` and score it against one or more reference streams."""
-    hyps = translate_texts(models, tok, normalize, src, beam=beam, alpha=alpha, device=device, stop=stop)
+    hyps = translate_texts(models, tok, normalize, src, beam=beam, alpha=alpha, device=device, stop=stop,
+                           progress=progress)
     return score(hyps, refs, tgt_lang), hyps
 
 
@@ -108,10 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         models, tok, cfg = load_models([args.model, *args.ensemble], device)
         for s in sets:
             src, refs = _load_set(s, cfg)
-            scores, hyps = evaluate(
-                models, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam, args.alpha, device,
-                stop=args.stop,
-            )
+            with progress_bar(len(src), s["name"]) as update:
+                scores, hyps = evaluate(
+                    models, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam, args.alpha, device,
+                    stop=args.stop, progress=update,
+                )
             rows.append({"set": s["name"], "sentences": len(src), "references": len(refs), "beam": args.beam,
                          "stop": args.stop, **scores.as_dict()})
             if args.output:

@@ -8,9 +8,10 @@ stderr. Several checkpoints decode as an ensemble (averaged log-probabilities).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Optional, Union
 
@@ -44,16 +45,19 @@ def translate_nbest(
     batch_sentences: int = 1000,
     beta: float = 0.0,
     stop: str = "full",
+    progress: Optional[Callable[[int], None]] = None,
 ) -> list[list[tuple[str, float]]]:
     """The ``n_best`` translations of each raw source line with their scores, best first.
 
     Lines are decoded sorted by length and returned in input order; a line that is empty
-    after normalization gets one empty translation.
+    after normalization gets one empty translation. ``progress(n)`` hears of every n lines done.
     """
     norm = [normalize(t) for t in texts]
     ids = [s[:MAX_SRC_PIECES] for s in tok.encode_src(norm)]
     out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in texts]
     todo = [i for i, s in enumerate(ids) if s]
+    if progress is not None and len(todo) < len(texts):
+        progress(len(texts) - len(todo))
     if not todo:
         return out
     group = [models] if isinstance(models, Seq2Seq) else list(models)
@@ -65,6 +69,8 @@ def translate_nbest(
         hyps = beam_search(group, batch.to(device), beam=beam, alpha=alpha, n_best=n_best, beta=beta, stop=stop)
         for row, nbest in zip(batch.index.tolist(), hyps.nbest):
             out[todo[row]] = [(tok.decode_tgt(toks), score) for toks, score in nbest]
+        if progress is not None:
+            progress(batch.size)
     for m, training in zip(group, was_training):
         m.train(training)
     return out
@@ -80,10 +86,24 @@ def translate_texts(
     batch_tokens: int = 8000,
     device: torch.device = torch.device("cpu"),
     stop: str = "full",
+    progress: Optional[Callable[[int], None]] = None,
 ) -> list[str]:
     """The best translation of each raw source line."""
     return [h[0][0] for h in translate_nbest(models, tok, normalize, texts, beam, alpha, batch_tokens, device,
-                                             stop=stop)]
+                                             stop=stop, progress=progress)]
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, desc: str) -> Iterator[Optional[Callable[[int], None]]]:
+    """``update(n)`` of a progress bar on stderr when it is a terminal and there is more than one
+    line; None (quiet) when stderr is piped or redirected."""
+    if total <= 1 or not sys.stderr.isatty():
+        yield None
+        return
+    from datasets.utils.tqdm import tqdm
+
+    with tqdm(total=total, unit=" lines", desc=desc, file=sys.stderr, leave=False) as bar:
+        yield bar.update
 
 
 def align(
@@ -140,6 +160,13 @@ def _lines(args: argparse.Namespace) -> Iterable[list[str]]:
         yield lines
 
 
+def _plot(attention: tuple, window: int, title: str, path: Path) -> None:
+    """One heatmap from ``align``'s output (the window drawn for local modes only)."""
+    w, centres, src_pieces, tgt_pieces = attention
+    fig = attention_figure(w, src_pieces, tgt_pieces, centres, window if centres is not None else None, title=title)
+    save_png(fig, path)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="nmt.translate", description=__doc__.splitlines()[0])
     p.add_argument("model", help="run directory (uses checkpoints/best.pt) or checkpoint file")
@@ -180,13 +207,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         line_no = 0
         with out:
             for chunk in _lines(args):
-                results = translate_nbest(
-                    models, tok, normalize, chunk, args.beam, args.alpha, args.batch_tokens, device,
-                    n_best=args.n_best, batch_sentences=args.batch_size, beta=args.beta, stop=args.stop,
-                )
+                with progress_bar(len(chunk), "translating") as update:
+                    results = translate_nbest(
+                        models, tok, normalize, chunk, args.beam, args.alpha, args.batch_tokens, device,
+                        n_best=args.n_best, batch_sentences=args.batch_size, beta=args.beta, stop=args.stop,
+                        progress=update,
+                    )
                 for text, nbest in zip(chunk, results):
                     attention = None
-                    if (args.print_attention or args.plot_attention) and nbest[0][0]:
+                    if args.print_attention or args.plot_attention:  # an empty translation still has its </s> row
                         attention = align(models[0], tok, normalize(text), nbest[0][0], device)
                     source = f"{text}\t" if args.with_source else ""
                     if args.n_best > 1:
@@ -195,12 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         out.write(f"{source}{nbest[0][0]} ||| {hard_alignment(attention[0]) if attention else ''}\n")
                     else:
                         out.write(f"{source}{nbest[0][0]}\n")
-                    if args.plot_attention and attention:
-                        w, centres, src_pieces, tgt_pieces = attention
-                        fig = attention_figure(w, src_pieces, tgt_pieces, centres,
-                                               cfg.model.attention.window if centres is not None else None,
-                                               title=f"{line_no}: {text[:60]}")
-                        save_png(fig, Path(args.plot_attention) / f"{line_no:06d}.png")
+                    if args.plot_attention:
+                        _plot(attention, cfg.model.attention.window, f"{line_no}: {text[:60]}",
+                              Path(args.plot_attention) / f"{line_no:06d}.png")
                     line_no += 1
                 out.flush()
     except (CheckpointError, DataError, PlotError, OSError, ValueError) as e:

@@ -192,3 +192,100 @@ def cuda_untouchable(monkeypatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "_lazy_init", touched)
     monkeypatch.setattr(torch.Tensor, "pin_memory", touched)
+
+
+# --------------------------------------------------------------------------- HTTP servers on 127.0.0.1
+@pytest.fixture
+def free_port() -> int:
+    """A TCP port free on the loopback address right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Http:
+    """Tiny JSON client for the tests' local servers (no proxy, nothing leaves 127.0.0.1)."""
+
+    @staticmethod
+    def request(url: str, body: Optional[bytes] = None, timeout: float = 120) -> tuple[int, object]:
+        import json
+        import urllib.error
+        import urllib.request
+
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"} if body else {})
+        try:
+            with opener.open(req, timeout=timeout) as r:
+                status, raw = r.status, r.read()
+        except urllib.error.HTTPError as e:
+            status, raw = e.code, e.read()
+        try:
+            return status, json.loads(raw)
+        except ValueError:
+            return status, raw.decode("utf-8", errors="replace")
+
+    def get(self, url: str) -> tuple[int, object]:
+        return self.request(url)
+
+    def post(self, url: str, payload: object) -> tuple[int, object]:
+        import json
+
+        return self.request(url, json.dumps(payload, ensure_ascii=False).encode("utf-8"))
+
+    def wait_until_up(self, url: str, proc: subprocess.Popen, seconds: float = 180) -> None:
+        """Poll ``url/health`` until it answers; fail early if the server process ended."""
+        import time
+
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                out = proc.stdout.read() if proc.stdout else ""
+                raise AssertionError(f"server exited with {proc.returncode}:\n{out[-3000:]}")
+            try:
+                if self.get(url + "/health")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        raise AssertionError(f"server at {url} did not answer within {seconds} s")
+
+
+@pytest.fixture(scope="session")
+def http() -> Http:
+    return Http()
+
+
+def _start_server(args: list[str], env: dict, port: int, prelude: str = "") -> subprocess.Popen:
+    """``python -m nmt.serve ARGS --port PORT`` (after ``prelude`` Python code) as a child process."""
+    script = prelude + ("import runpy, sys; sys.argv = ['nmt.serve', *sys.argv[1:]]\n"
+                        "runpy.run_module('nmt.serve', run_name='__main__')\n")
+    return subprocess.Popen([sys.executable, "-c", script, *map(str, args), "--port", str(port)], env=env, cwd=str(REPO),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.fixture(scope="session")
+def start_server() -> Callable[..., subprocess.Popen]:
+    """``start_server(args, env, port, prelude="")``: an ``nmt.serve`` child process (stop it yourself)."""
+    return _start_server
+
+
+@pytest.fixture(scope="session")
+def server(trained_run, cli_env, http):
+    """URL of one ``nmt.serve`` of the shared run, as models 0 and 1, with small limits (shared by the session)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [trained_run, trained_run, "--device", "cpu", "--beam", "2", "--batch-wait-ms", "30", "--max-lines", "8",
+            "--max-chars", "200", "--max-body", "300000", "--timeout", "120"]
+    proc = _start_server(args, cli_env, port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        http.wait_until_up(url, proc)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -1,42 +1,118 @@
-"""TorchScript export: the scripted greedy loop gives the eager model's output, and a saved file
-decodes after a plain ``torch.jit.load`` (no nmt classes needed)."""
+"""ONNX export: the onnxruntime decoder (numpy greedy and beam search) gives the eager model's
+output, and the exported folder translates and serves in a process where importing torch fails."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 import torch
 
 from nmt.batching import make_batch
-from nmt.export import export
-from nmt.search import greedy
-from nmt.tokenizer import EOS
+from nmt.export_onnx import export_onnx
+from nmt.onnx_runtime import OnnxTranslator
+from nmt.search import beam_search, greedy
+
+NO_TORCH = "import sys; sys.modules['torch'] = None\n"  # any 'import torch' now raises ImportError
 
 
-def exported_tokens(out: torch.Tensor) -> list[list[int]]:
-    rows = out.tolist()
-    return [r[: r.index(EOS)] if EOS in r else r for r in rows]
+def _cfg(mode: str, window: int) -> SimpleNamespace:
+    attention = SimpleNamespace(score="general", mode=mode, window=window)
+    return SimpleNamespace(model=SimpleNamespace(attention=attention),
+                           data=SimpleNamespace(src_lang="zh", tgt_lang="en", opencc=None))
 
 
-@pytest.mark.parametrize("rnn_type,mode,input_feeding", [
-    ("lstm", "global", True), ("lstm", "local_p", True), ("gru", "local_m", True), ("lstm", "global", False),
+@pytest.mark.parametrize("rnn_type,mode,input_feeding,layers,bidirectional", [
+    ("lstm", "local_p", True, 2, True), ("lstm", "global", False, 1, False), ("gru", "local_m", True, 1, True),
 ])
-def test_export_matches_eager_greedy(make_model, random_sources, tmp_path, rnn_type, mode, input_feeding):
-    model = make_model(30, 25, mode=mode, window=3, rnn_type=rnn_type, input_feeding=input_feeding)
-    sources = random_sources(7, 1, 15, 30, seed=3)
+def test_onnx_matches_eager(make_model, random_sources, hsk_tokenizer, tmp_path, rnn_type, mode, input_feeding,
+                            layers, bidirectional):
+    model = make_model(40, 30, mode=mode, window=3, rnn_type=rnn_type, input_feeding=input_feeding,
+                       encoder_layers=layers, decoder_layers=layers, bidirectional=bidirectional)
+    with torch.no_grad():  # peaked output distributions: an untrained model's near-ties would make the order arbitrary
+        model.decoder.out.weight.mul_(30)
+        model.decoder.out.bias.mul_(30)
+    export_onnx(model, hsk_tokenizer, _cfg(mode, 3), tmp_path)
+    onnx = OnnxTranslator(tmp_path)
+    sources = random_sources(9, 1, 15, 40, seed=3)
     batch = make_batch(sources, None, range(len(sources)))
-    eager = greedy(model, batch).tokens
-    ts = export(model)
-    assert exported_tokens(ts(batch.src, batch.src_lens)) == eager
-    path = tmp_path / "model.ts"
-    ts.save(str(path))
-    loaded = torch.jit.load(str(path))
-    assert exported_tokens(loaded(batch.src, batch.src_lens)) == eager
+    assert [toks for toks, _ in onnx.greedy(sources)] == greedy(model, batch).tokens
+    eager = beam_search(model, batch, beam=4, n_best=2)
+    ours = onnx.beam(sources, 4, n_best=2)
+    assert [[toks for toks, _ in nb] for nb in ours] == [[toks for toks, _ in nb] for nb in eager.nbest]
+    np.testing.assert_allclose([s for nb in ours for _, s in nb], [s for nb in eager.nbest for _, s in nb], atol=1e-4)
 
 
-def test_export_cli(trained_run, run_cli, tmp_path, explain):
-    proc = run_cli("nmt.export", trained_run, tmp_path / "out")
+@pytest.fixture(scope="module")
+def exported(trained_run, run_cli, explain, tmp_path_factory):
+    out = tmp_path_factory.mktemp("onnx")
+    proc = run_cli("nmt.export", trained_run, out, "--format", "onnx")
     assert proc.returncode == 0, explain(proc)
-    for name in ("model.ts", "spm.src.model", "spm.tgt.model"):
-        assert (tmp_path / "out" / name).is_file()
+    return out
+
+
+def test_export_cli_writes_a_complete_folder(exported, run_cli, tmp_path):
+    for name in ("encoder.onnx", "decoder_step.onnx", "spm.src.model", "spm.tgt.model", "meta.json"):
+        assert (exported / name).is_file(), name
+    meta = json.loads((exported / "meta.json").read_text())
+    assert meta["mode"] == "local_p" and meta["normalization"]["unicode"] == "NFKC" and meta["max_src_pieces"] == 250
     bad = run_cli("nmt.export", tmp_path / "missing.pt", tmp_path / "out2")
     assert bad.returncode == 1 and "nmt.export: error:" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_runtime_without_torch_matches_eager(exported, trained_run, hsk_corpus, cli_env):
+    """Greedy and beam 5 on the dev split, decoded in a process that cannot import torch."""
+    from nmt.data import src_normalizer
+    from nmt.translate import load_models, translate_nbest
+
+    texts = list(hsk_corpus["dev"]["src"])
+    models, tok, cfg = load_models([str(trained_run)], torch.device("cpu"))
+    script = NO_TORCH + (
+        "import json; from nmt.onnx_runtime import OnnxTranslator\n"
+        f"t = OnnxTranslator({str(exported)!r}); texts = json.loads(sys.stdin.read())\n"
+        "print(json.dumps([[h[0][0] for h in t.translate_nbest(texts, beam=b)] for b in (1, 5)]))\n"
+        "assert 'torch' not in [m.split('.')[0] for m in sys.modules if sys.modules[m] is not None]\n")
+    proc = subprocess.run([sys.executable, "-c", script], input=json.dumps(texts), capture_output=True, text=True,
+                          env=cli_env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    onnx_greedy, onnx_beam = json.loads(proc.stdout)
+    norm = src_normalizer(cfg.data)
+    for beam, ours in ((1, onnx_greedy), (5, onnx_beam)):
+        eager = [h[0][0] for h in translate_nbest(models, tok, norm, texts, beam=beam)]
+        assert ours == eager, f"beam {beam}: {sum(a != b for a, b in zip(ours, eager))} of {len(texts)} differ"
+
+
+def test_serve_onnx_without_torch(exported, cli_env, free_port, http, start_server):
+    """``nmt.serve --onnx`` answers with attention in a process that cannot import torch."""
+    proc = start_server(["--onnx", exported], cli_env, free_port, prelude=NO_TORCH)
+    url = f"http://127.0.0.1:{free_port}"
+    try:
+        http.wait_until_up(url, proc)
+        assert http.get(url + "/models")[1][0]["backend"] == "onnx"
+        status, body = http.post(url + "/translate", {"text": ["老师，您好！"], "beam": 3, "attention": True})
+        assert status == 200, body
+        att = body["translations"][0]["attention"]
+        assert len(att["weights"]) == len(att["tgt_pieces"]) and att["p_t"] is not None
+        status, body = http.post(url + "/translate", [{"src": "谢谢你！", "id": 1}])
+        assert status == 404 and "id" in body["error"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_compare_script(exported, trained_run, hsk_corpus, tmp_path, cli_env, explain):
+    """scripts/compare_onnx.py on 20 dev sentences: all identical at beam 1 and 3, speeds reported."""
+    src = tmp_path / "dev.zh"
+    src.write_text("\n".join(list(hsk_corpus["dev"]["src"])[:20]) + "\n", encoding="utf-8")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "compare_onnx.py"
+    proc = subprocess.run([sys.executable, str(script), str(trained_run), str(exported), "--input", str(src),
+                           "--beams", "1", "3", "--json"], capture_output=True, text=True, env=cli_env, timeout=300)
+    assert proc.returncode == 0, explain(proc)
+    rows = json.loads(proc.stdout)
+    assert [(r["beam"], r["identical"]) for r in rows] == [(1, 20), (3, 20)]
+    assert all(r["eager_sent_per_s"] > 0 and r["onnx_sent_per_s"] > 0 for r in rows)

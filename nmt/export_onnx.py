@@ -1,0 +1,99 @@
+"""ONNX export: the encoder and one decoder step as two graphs, with everything else to decode.
+
+The folder holds ``encoder.onnx``, ``decoder_step.onnx``, the sentencepiece models and
+``meta.json`` (normalization, special ids, length limits, attention settings);
+``nmt/onnx_runtime.py`` decodes it with onnxruntime, numpy and sentencepiece only.
+
+The graphs are traced by torch's TorchScript-based ONNX exporter: it is the one that maps a
+packed (bi)LSTM to ONNX's ``LSTM`` with ``sequence_lens``; torch.export cannot trace packing.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from nmt import __version__
+from nmt.decoder import Source
+from nmt.model import Seq2Seq
+from nmt.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
+from nmt.translate import MAX_SRC_PIECES
+
+OPSET = 17
+ENCODER_OUT = ["memory", "keys", "mask", "lens", "h", "c"]
+STEP_IN = ["y", "feed", "h", "c", "memory", "keys", "mask", "lens", "position"]
+STEP_OUT = ["logp", "feed_out", "h_out", "c_out", "attention", "centre"]
+
+
+class _Encoder(nn.Module):
+    def __init__(self, model: Seq2Seq):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: torch.Tensor, src_lens: torch.Tensor):
+        """src: (batch, src_len) long; src_lens: (batch,) long -> Source parts and (layers, batch, hidden) h, c."""
+        source, state = self.model.encode(src, src_lens, src_lens)
+        h, c = state if isinstance(state, tuple) else (state, torch.zeros_like(state))
+        return source.memory, source.keys, source.mask, source.lens, h, c
+
+
+class _Step(nn.Module):
+    def __init__(self, model: Seq2Seq):
+        super().__init__()
+        self.decoder = model.decoder
+        self.lstm = model.decoder.rnn.mode == "LSTM"
+
+    def forward(self, y, feed, h, c, memory, keys, mask, lens, position):
+        """One step: (batch,) y, (batch, 1, hidden) feed, (layers, batch, hidden) h, c, Source parts, (1,) position."""
+        state = (h, c) if self.lstm else h
+        logp, feed, state, a, p = self.decoder.step(y, feed, state, Source(memory, keys, mask, lens), position)
+        h, c = state if self.lstm else (state, c + 0.0)  # c + 0: a GRU's unused c stays a graph input
+        centre = p.squeeze(1) if p is not None else torch.zeros_like(lens)  # (batch,)
+        return logp, feed, h, c, a.squeeze(1), centre
+
+
+def _axes(names: list[str], batch_dim: dict, src_dim: set) -> dict:
+    return {n: {**({batch_dim.get(n, 0): "batch"}), **({1: "src_len"} if n in src_dim else {})} for n in names}
+
+
+def export_onnx(model: Seq2Seq, tok: Tokenizer, cfg, out: Path) -> list[Path]:
+    """Write the ONNX folder for ``model``; returns the files written."""
+    model = model.eval().cpu()
+    out.mkdir(parents=True, exist_ok=True)
+    src = torch.tensor([[5, 6, 7, 8], [9, 10, PAD, PAD]])
+    lens = torch.tensor([4, 2])
+    state_batch = {"h": 1, "c": 1, "h_out": 1, "c_out": 1}
+    src_dims = {"src", "memory", "keys", "mask", "attention"}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's deprecation notice and tracer warnings on fixed shapes
+        enc = _Encoder(model)
+        memory, keys, mask, lens_f, h, c = enc(src, lens)
+        torch.onnx.export(enc, (src, lens), str(out / "encoder.onnx"), dynamo=False, opset_version=OPSET,
+                          input_names=["src", "src_lens"], output_names=ENCODER_OUT,
+                          dynamic_axes=_axes(["src", "src_lens", *ENCODER_OUT], state_batch, src_dims))
+        feed = memory.new_zeros(2, 1, model.decoder.hidden)
+        y = torch.full((2,), BOS, dtype=torch.long)
+        step_args = (y, feed, h, c, memory, keys, mask, lens_f, torch.zeros(1))
+        _, _, _, _, _, centre = _Step(model)(*step_args)
+        torch.onnx.export(_Step(model), step_args, str(out / "decoder_step.onnx"), dynamo=False, opset_version=OPSET,
+                          input_names=STEP_IN, output_names=STEP_OUT,
+                          dynamic_axes=_axes(STEP_IN[:-1] + STEP_OUT, state_batch, src_dims))
+    (out / "spm.src.model").write_bytes(tok.src_model)
+    (out / "spm.tgt.model").write_bytes(tok.tgt_model)
+    a, data = cfg.model.attention, cfg.data
+    meta = {
+        "format": "nmt-onnx/1", "nmt_version": __version__,
+        "src_lang": data.src_lang, "tgt_lang": data.tgt_lang,
+        "normalization": {"unicode": "NFKC", "whitespace": "collapsed",
+                          "opencc": data.opencc if data.src_lang.startswith("zh") else None},
+        "pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "max_src_pieces": MAX_SRC_PIECES,
+        "max_len": {"ratio": 2.0, "extra": 10, "cap": 200},
+        "hidden": model.decoder.hidden, "layers": model.decoder.rnn.num_layers,
+        "score": a.score, "mode": a.mode, "window": a.window, "has_centre": a.mode != "global",
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return [out / n for n in ("encoder.onnx", "decoder_step.onnx", "spm.src.model", "spm.tgt.model", "meta.json")]

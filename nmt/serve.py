@@ -1,0 +1,181 @@
+"""Translation over HTTP: ``python -m nmt.serve RUN [RUN ...] [--onnx DIR ...] --host 127.0.0.1 --port 5000``.
+
+Routes: ``POST /translate`` (OpenNMT-py's request shape or a plain one, see
+``nmt/serve_requests.py``), ``GET /models``, ``GET /health`` and ``GET /``, a page that
+translates and shows the attention of each target word. Concurrent requests are batched
+(``nmt/serve_batch.py``). Models are numbered from 0: the checkpoints, then the ONNX folders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from nmt.serve_batch import Batcher, QueueFull
+from nmt.serve_engines import Engine
+from nmt.serve_requests import Limits, Query, RequestError, parse
+
+log = logging.getLogger("nmt.serve")
+STATIC = Path(__file__).parent / "static"
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 once it passes ``limit`` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise RequestError(413, f"body: {declared} bytes, the limit is {limit}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(413, f"body: more than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def answer(shape: str, queries: list[Query], results: list[list[dict]]) -> object:
+    """OpenNMT-py's ``[[{src, tgt, n_best, pred_score}, …]]`` in request order, or the plain shape."""
+    if shape == "plain":
+        return {"model": queries[0].model, "translations": results[0]}
+    rows: dict[int, dict] = {}
+    for q, res in zip(queries, results):
+        for pos, r in zip(q.positions, res):
+            rows[pos] = {"src": r["src"], "tgt": r["tgt"], "n_best": 1, "pred_score": r["score"], "id": q.model}
+    return [[rows[i] for i in sorted(rows)]]
+
+
+def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int = 5, wait_ms: float = 5.0,
+               batch_lines: int = 256) -> Starlette:
+    """The ASGI app serving ``engines`` (ids 0..n-1)."""
+
+    def decode(key: tuple[int, int, int, bool], lines: Sequence[str]) -> list[dict]:
+        model, b, n_best, attention = key
+        return engines[model].translate(lines, b, n_best, attention)
+
+    batcher = Batcher(decode, wait_ms, batch_lines, limits.max_queue)
+    started = time.time()
+    counts = {"requests": 0, "lines": 0, "errors": 0}
+
+    async def translate(request: Request) -> JSONResponse:
+        try:
+            body = await read_body(request, limits.max_body)
+            shape, queries = parse(body, limits, len(engines), beam)
+            results = await asyncio.gather(*(batcher.submit(q.key, q.texts, limits.timeout) for q in queries))
+        except RequestError as e:
+            return _error(counts, e.status, e.message)
+        except QueueFull as e:
+            return _error(counts, 429, f"queue: {e}")
+        except asyncio.TimeoutError:
+            return _error(counts, 408, f"timeout: no translation within {limits.timeout:g} s")
+        except Exception as e:  # noqa: BLE001 - one failed request must not stop the server
+            log.exception("translation failed")
+            return _error(counts, 500, f"translation failed: {type(e).__name__}: {e}")
+        counts["requests"] += 1
+        counts["lines"] += sum(len(q.texts) for q in queries)
+        return JSONResponse(answer(shape, queries, results))
+
+    async def models(request: Request) -> JSONResponse:
+        return JSONResponse([{"id": i, **e.info} for i, e in enumerate(engines)])
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "models": len(engines), "uptime_s": round(time.time() - started, 1),
+                             "waiting_lines": batcher.waiting_lines, "batches": batcher.batches, **counts})
+
+    async def page(request: Request) -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    font = cjk_font()
+
+    async def font_file(request: Request) -> FileResponse:
+        if font is None:
+            raise HTTPException(404, "no CJK font on the server (pip install 'nmt[plot]'); the browser's own fonts are used")
+        return FileResponse(font, media_type="font/otf")
+
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"error": f"{request.method} {request.url.path}: {exc.detail}"}, exc.status_code)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        batcher.start()
+        yield
+        await batcher.stop()
+
+    routes = [Route("/translate", translate, methods=["POST"]), Route("/models", models), Route("/health", health),
+              Route("/", page), Route("/cjk-font", font_file), Mount("/static", StaticFiles(directory=STATIC), name="static")]
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+
+
+def cjk_font() -> str | None:
+    """A font with Chinese glyphs for the page (the one attention plots use), or None."""
+    try:
+        from nmt.plot import find_cjk_font
+
+        return find_cjk_font()
+    except Exception:  # noqa: BLE001 - no font (or no matplotlib to look for one): the browser's fonts it is
+        return None
+
+
+def _error(counts: dict, status: int, message: str) -> JSONResponse:
+    counts["errors"] += 1
+    return JSONResponse({"error": message}, status)
+
+
+def load_engines(runs: Sequence[str], onnx: Sequence[str], device: str) -> list[Engine]:
+    """Checkpoints first, then ONNX folders: their order gives the model ids."""
+    from nmt.serve_engines import OnnxEngine, TorchEngine
+
+    return [TorchEngine(r, device) for r in runs] + [OnnxEngine(o) for o in onnx]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="nmt.serve", description=__doc__.splitlines()[0])
+    p.add_argument("models", nargs="*", help="run directories or checkpoint files (ids 0, 1, …)")
+    p.add_argument("--onnx", nargs="+", default=[], metavar="DIR", help="nmt.export --format onnx folders (ids follow)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=5000)
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (checkpoints only)")
+    p.add_argument("--beam", type=int, default=5, help="beam size when a request gives none (default 5)")
+    p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long to collect requests into a batch")
+    p.add_argument("--batch-lines", type=int, default=256, help="at most this many lines decoded in one call")
+    d = Limits()
+    p.add_argument("--max-lines", type=int, default=d.max_lines, help="lines per request")
+    p.add_argument("--max-chars", type=int, default=d.max_chars, help="characters per line")
+    p.add_argument("--max-beam", type=int, default=d.max_beam, help="largest beam a request may ask for")
+    p.add_argument("--max-body", type=int, default=d.max_body, help="bytes per request body")
+    p.add_argument("--timeout", type=float, default=d.timeout, help="seconds a request may wait for its answer")
+    p.add_argument("--max-queue", type=int, default=d.max_queue, help="lines waiting, all requests together")
+    args = p.parse_args(argv)
+    if not args.models and not args.onnx:
+        p.error("give at least one model: a run directory, a checkpoint or --onnx DIR")
+    if not 1 <= args.beam <= args.max_beam:
+        p.error(f"--beam must be between 1 and --max-beam ({args.max_beam}), got {args.beam}")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    limits = Limits(args.max_lines, args.max_chars, args.max_beam, args.max_body, args.timeout, args.max_queue)
+    try:
+        engines = load_engines(args.models, args.onnx, args.device)
+    except (OSError, ValueError, ImportError) as e:  # CheckpointError and ConfigError are ValueErrors
+        print(f"nmt.serve: error: {e}", file=sys.stderr)
+        return 1
+    import uvicorn
+
+    app = create_app(engines, limits, args.beam, args.batch_wait_ms, args.batch_lines)
+    log.info("serving %d model(s) on http://%s:%d/", len(engines), args.host, args.port)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The models a server holds: a PyTorch checkpoint or an ONNX export, behind one ``translate``.
+
+``translate(texts, beam, n_best, attention)`` gives one result per line::
+
+    {"src": line, "tgt": best, "score": s, "n_best": [{"tgt": …, "score": …}, …],
+     "attention": {"src_pieces": [...], "tgt_pieces": [... "</s>"], "weights": [[...]] (tgt × src),
+                   "p_t": [...] or None, "window": D or None}}        # only when asked
+
+Torch is imported only by ``TorchEngine``, so a server of ONNX models runs without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional, Protocol
+
+import numpy as np
+
+
+class Engine(Protocol):
+    info: dict
+
+    def translate(self, texts: Sequence[str], beam: int, n_best: int, attention: bool) -> list[dict]: ...
+
+
+def result(src: str, nbest: Sequence[tuple[str, float]], attention: Optional[dict] = None) -> dict:
+    """One line's answer (scores rounded to 4 decimals)."""
+    out = {"src": src, "tgt": nbest[0][0], "score": round(float(nbest[0][1]), 4),
+           "n_best": [{"tgt": t, "score": round(float(s), 4)} for t, s in nbest]}
+    if attention is not None:
+        out["attention"] = attention
+    return out
+
+
+def attention_json(weights: np.ndarray, centres: Optional[np.ndarray], src_pieces: list[str], tgt_pieces: list[str],
+                   window: Optional[int]) -> dict:
+    """weights: (tgt pieces + EOS, src pieces); centres: (tgt pieces + EOS,) p_t or None."""
+    return {"src_pieces": src_pieces, "tgt_pieces": tgt_pieces,
+            "weights": np.round(weights.astype(np.float64), 4).tolist(),
+            "p_t": None if centres is None else np.round(centres.astype(np.float64), 3).tolist(),
+            "window": window if centres is not None else None}
+
+
+class TorchEngine:
+    """A checkpoint decoded with ``nmt.translate`` (the same search as the command line)."""
+
+    def __init__(self, path: str, device: str = "auto"):
+        from nmt.data import src_normalizer
+        from nmt.device import pick_device, set_threads
+        from nmt.translate import load_models
+
+        set_threads(0)
+        self.device = pick_device(device)
+        models, self.tok, self.cfg = load_models([path], self.device)
+        self.model = models[0]
+        self.normalize = src_normalizer(self.cfg.data)
+        a = self.cfg.model.attention
+        self.info = {"name": str(path), "backend": "torch", "src_lang": self.cfg.data.src_lang,
+                     "tgt_lang": self.cfg.data.tgt_lang,
+                     "attention": {"score": a.score, "mode": a.mode, "window": a.window}}
+
+    def translate(self, texts: Sequence[str], beam: int, n_best: int, attention: bool) -> list[dict]:
+        from nmt.translate import align, translate_nbest
+
+        nbests = translate_nbest(self.model, self.tok, self.normalize, texts, beam=beam, n_best=n_best,
+                                 device=self.device)
+        out = []
+        for text, nbest in zip(texts, nbests):
+            att = None
+            if attention:
+                w, c, src_p, tgt_p = align(self.model, self.tok, self.normalize(text), nbest[0][0], self.device)
+                att = attention_json(w, c, src_p, tgt_p, self.cfg.model.attention.window)
+            out.append(result(text, nbest, att))
+        return out
+
+
+class OnnxEngine:
+    """An ``nmt.export --format onnx`` folder decoded with onnxruntime and numpy only."""
+
+    def __init__(self, folder: str):
+        from nmt.onnx_runtime import OnnxTranslator
+
+        self.translator = OnnxTranslator(folder)
+        meta = self.translator.meta
+        self.info = {"name": str(folder), "backend": "onnx", "src_lang": meta["src_lang"], "tgt_lang": meta["tgt_lang"],
+                     "attention": {"score": meta["score"], "mode": meta["mode"], "window": meta["window"]}}
+
+    def translate(self, texts: Sequence[str], beam: int, n_best: int, attention: bool) -> list[dict]:
+        nbests = self.translator.translate_nbest(texts, beam=beam, n_best=n_best)
+        out = []
+        for text, nbest in zip(texts, nbests):
+            att = None
+            if attention:
+                w, c, src_p, tgt_p = self.translator.align(text, nbest[0][0])
+                att = attention_json(w, c, src_p, tgt_p, self.translator.meta["window"])
+            out.append(result(text, nbest, att))
+        return out

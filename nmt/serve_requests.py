@@ -1,0 +1,126 @@
+"""What a ``POST /translate`` body may hold, checked against the server's limits.
+
+Two shapes are accepted:
+
+- OpenNMT-py's: ``[{"src": "…", "id": 0}, …]``; ``id`` numbers the served models from 0;
+- a plain one: ``{"text": ["…"], "model": 0, "beam": 5, "n_best": 1, "attention": false}``.
+
+Anything else is a ``RequestError`` whose one-line message names the field at fault.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+
+@dataclass
+class Limits:
+    max_lines: int = 64  # lines per request
+    max_chars: int = 1000  # characters per line
+    max_beam: int = 10
+    max_body: int = 1_000_000  # bytes per request body
+    timeout: float = 30.0  # seconds from arrival to answer
+    max_queue: int = 2048  # lines waiting to be decoded, all requests together
+
+
+class RequestError(Exception):
+    """A request the server refuses: an HTTP status and a one-line message."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+@dataclass
+class Query:
+    """Lines of one request for one model with one search setting (one batcher key)."""
+
+    model: int
+    texts: list[str]
+    beam: int
+    n_best: int
+    attention: bool
+    positions: list[int]  # where each line stood in the request
+
+    @property
+    def key(self) -> tuple[int, int, int, bool]:
+        return (self.model, self.beam, self.n_best, self.attention)
+
+
+def parse(body: bytes, limits: Limits, n_models: int, beam: int) -> tuple[str, list[Query]]:
+    """The request's shape ("opennmt" or "plain") and its queries; ``beam`` is the default."""
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RequestError(400, f"body: not valid UTF-8 JSON ({e})") from None
+    if isinstance(data, list):
+        return "opennmt", _opennmt(data, limits, n_models, beam)
+    if isinstance(data, dict):
+        return "plain", [_plain(data, limits, n_models, beam)]
+    raise RequestError(400, "body: expected a list of {\"src\", \"id\"} objects or an object with \"text\"")
+
+
+def _opennmt(items: list, limits: Limits, n_models: int, beam: int) -> list[Query]:
+    _check_count("body", len(items), limits)
+    by_model: dict[int, Query] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise RequestError(400, f"[{i}]: expected an object with \"src\" and \"id\", got {type(item).__name__}")
+        text = _text(f"[{i}].src", item.get("src"), limits)
+        model = _model(f"[{i}].id", item.get("id", 0), n_models)
+        q = by_model.setdefault(model, Query(model, [], beam, 1, False, []))
+        q.texts.append(text)
+        q.positions.append(i)
+    return list(by_model.values())
+
+
+def _plain(data: dict, limits: Limits, n_models: int, beam: int) -> Query:
+    unknown = sorted(set(data) - {"text", "model", "beam", "n_best", "attention"})
+    if unknown:
+        raise RequestError(400, f"{unknown[0]}: unknown field (known: text, model, beam, n_best, attention)")
+    texts = data.get("text")
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, list):
+        raise RequestError(400, f"text: expected a list of strings, got {type(texts).__name__}")
+    _check_count("text", len(texts), limits)
+    texts = [_text(f"text[{i}]", t, limits) for i, t in enumerate(texts)]
+    model = _model("model", data.get("model", 0), n_models)
+    b = _int("beam", data.get("beam", beam), 1, limits.max_beam)
+    n_best = _int("n_best", data.get("n_best", 1), 1, b)
+    attention = data.get("attention", False)
+    if not isinstance(attention, bool):
+        raise RequestError(400, f"attention: expected true or false, got {attention!r}")
+    return Query(model, texts, b, n_best, attention, list(range(len(texts))))
+
+
+def _check_count(field: str, n: int, limits: Limits) -> None:
+    if n == 0:
+        raise RequestError(400, f"{field}: no lines to translate")
+    if n > limits.max_lines:
+        raise RequestError(413, f"{field}: {n} lines, the limit is {limits.max_lines} per request")
+
+
+def _text(field: str, value: object, limits: Limits) -> str:
+    if not isinstance(value, str):
+        raise RequestError(400, f"{field}: expected a string, got {type(value).__name__}")
+    if len(value) > limits.max_chars:
+        raise RequestError(413, f"{field}: {len(value)} characters, the limit is {limits.max_chars} per line")
+    return value
+
+
+def _int(field: str, value: object, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(400, f"{field}: expected an integer, got {value!r}")
+    if not lo <= value <= hi:
+        raise RequestError(400, f"{field}: {value} is outside {lo}..{hi}")
+    return value
+
+
+def _model(field: str, value: object, n_models: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(400, f"{field}: expected a model id (integer), got {value!r}")
+    if not 0 <= value < n_models:
+        raise RequestError(404, f"{field}: no model {value}; this server has ids 0..{n_models - 1}")
+    return value

@@ -1,0 +1,136 @@
+"""Load check of a running ``nmt.serve``: N concurrent clients, one sentence per request, on 127.0.0.1 only.
+
+    python scripts/load_serve.py --url http://127.0.0.1:5000 --input dev.zh --clients 32 --beam 5 \\
+        --requests 1000 --seconds 120 --malformed 20 [--compare RUN]
+
+Each client sends the next sentence as soon as its previous answer came; the run stops after
+``--requests`` sentences or ``--seconds``, whichever comes first. ``--malformed K`` mixes K bad
+requests (bad JSON, wrong types, 100 kB lines, empty lists, unknown model id) in; each must get a
+4xx JSON error. ``--compare RUN`` then translates the same sentences with ``nmt.translate``'s
+batched search in this process, for the throughput ratio. Prints a table, or JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import numpy as np
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+BAD = [b"{not json", json.dumps({"text": [1]}).encode(), json.dumps({"text": ["\u4e00" * 100_000]}).encode(),
+       json.dumps({"text": []}).encode(), json.dumps([{"src": "\u4f60\u597d", "id": 99}]).encode()]
+
+
+def post(url: str, body: bytes, timeout: float) -> tuple[int, object]:
+    """Status and JSON answer of one POST (no proxies: loopback only)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with opener.open(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        try:
+            return e.code, json.loads(e.read())
+        except ValueError:
+            return e.code, None
+
+
+def run_load(url: str, sentences: list[str], clients: int, beam: int, requests: int, seconds: float,
+             malformed: int) -> dict:
+    """Drive the server; latencies of good requests, error counts, and the bad requests' statuses."""
+    total = min(requests, len(sentences)) if requests else len(sentences)
+    bad_at = set(np.linspace(0, total - 1, malformed).astype(int).tolist()) if malformed else set()
+    counter, lock = itertools.count(), threading.Lock()
+    lat, errors, bad_status, deadline = [], [], [], time.monotonic() + seconds
+
+    def client() -> None:
+        while time.monotonic() < deadline:
+            with lock:
+                i = next(counter)
+            if i >= total:
+                return
+            if i in bad_at:
+                status, _ = post(url + "/translate", BAD[len(bad_status) % len(BAD)], seconds)
+                with lock:
+                    bad_status.append(status)
+            t0 = time.monotonic()
+            try:
+                status, answer = post(url + "/translate", json.dumps({"text": [sentences[i]], "beam": beam}).encode(),
+                                      seconds)
+            except OSError as e:
+                status, answer = 0, {"error": str(e)}
+            with lock:
+                (lat if status == 200 else errors).append(time.monotonic() - t0 if status == 200 else (status, answer))
+
+    start = time.monotonic()
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=seconds + 30)
+    wall = time.monotonic() - start
+    ms = np.array(lat) * 1000 if lat else np.zeros(1)
+    return {"clients": clients, "beam": beam, "sentences": len(lat), "seconds": round(wall, 2),
+            "sentences_per_s": round(len(lat) / wall, 2), "p50_ms": round(float(np.percentile(ms, 50)), 1),
+            "p95_ms": round(float(np.percentile(ms, 95)), 1), "p99_ms": round(float(np.percentile(ms, 99)), 1),
+            "errors": len(errors), "first_error": errors[0] if errors else None, "malformed_sent": len(bad_status),
+            "malformed_4xx": sum(400 <= s < 500 for s in bad_status)}
+
+
+def compare(run: str, sentences: list[str], beam: int) -> float:
+    """Sentences/s of ``nmt.translate``'s batched search on the same sentences, in this process."""
+    import torch
+
+    from nmt.data import src_normalizer
+    from nmt.device import set_threads
+    from nmt.translate import load_models, translate_nbest
+
+    set_threads(0)
+    models, tok, cfg = load_models([run], torch.device("cpu"))
+    start = time.monotonic()
+    translate_nbest(models, tok, src_normalizer(cfg.data), sentences, beam=beam)
+    return len(sentences) / (time.monotonic() - start)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--url", default="http://127.0.0.1:5000", help="the server (loopback addresses only)")
+    p.add_argument("--input", required=True, help="sentences, one per line")
+    p.add_argument("--clients", type=int, default=32)
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--requests", type=int, default=0, help="at most this many sentences (0: the whole file)")
+    p.add_argument("--seconds", type=float, default=120.0, help="stop after this long")
+    p.add_argument("--malformed", type=int, default=0, help="bad requests mixed in")
+    p.add_argument("--compare", metavar="RUN", help="also time nmt.translate on the sentences sent")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    host = urlsplit(args.url).hostname
+    if host not in LOOPBACK:
+        p.error(f"--url: {host!r} is not a loopback address; this check only loads a server on this machine")
+    if not 1 <= args.clients <= 256 or args.seconds <= 0:
+        p.error("--clients must be 1..256 and --seconds positive")
+    sentences = [s for s in Path(args.input).read_text(encoding="utf-8").splitlines() if s.strip()]
+    report = run_load(args.url.rstrip("/"), sentences, args.clients, args.beam, args.requests, args.seconds,
+                      args.malformed)
+    if args.compare:
+        sps = compare(args.compare, sentences[: report["sentences"]], args.beam)
+        report.update(translate_sentences_per_s=round(sps, 2), ratio=round(report["sentences_per_s"] / sps, 3))
+    if args.json:
+        print(json.dumps(report))
+    else:
+        for k, v in report.items():
+            print(f"{k:>26}  {v}")
+    return 0 if report["errors"] == 0 and report["malformed_4xx"] == report["malformed_sent"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
