@@ -49,26 +49,26 @@ def test_hsk_drops_placeholders_and_partitions_the_rest(hsk_corpus):
 
 def test_hsk_split_is_seeded():
     """Same seed, same split; another seed, another split."""
-    a = load_corpus(data_cfg(dev_size=50, test_size=50, seed=1), need=("dev",))
-    b = load_corpus(data_cfg(dev_size=50, test_size=50, seed=1), need=("dev",))
-    c = load_corpus(data_cfg(dev_size=50, test_size=50, seed=2), need=("dev",))
+    a = load_corpus(data_cfg(source="hsk", dev_size=50, test_size=50, seed=1), need=("dev",))
+    b = load_corpus(data_cfg(source="hsk", dev_size=50, test_size=50, seed=1), need=("dev",))
+    c = load_corpus(data_cfg(source="hsk", dev_size=50, test_size=50, seed=2), need=("dev",))
     assert list(a["dev"]["src"]) == list(b["dev"]["src"])
     assert list(a["dev"]["src"]) != list(c["dev"]["src"])
 
 
 def test_hsk_reverse_direction_swaps_sides():
     """src_lang=en, tgt_lang=zh gives the same pairs the other way round."""
-    zh_en = load_corpus(data_cfg(dev_size=20, test_size=20), need=("dev",))
-    en_zh = load_corpus(data_cfg(dev_size=20, test_size=20, src_lang="en", tgt_lang="zh"), need=("dev",))
+    zh_en = load_corpus(data_cfg(source="hsk", dev_size=20, test_size=20), need=("dev",))
+    en_zh = load_corpus(data_cfg(source="hsk", dev_size=20, test_size=20, src_lang="en", tgt_lang="zh"), need=("dev",))
     assert list(en_zh["dev"]["src"]) == list(zh_en["dev"]["tgt"])
     assert list(en_zh["dev"]["tgt"]) == list(zh_en["dev"]["src"])
 
 
 def test_hsk_rejects_other_languages_and_oversized_held_out():
     with pytest.raises(DataError, match="zh-en"):
-        load_corpus(data_cfg(src_lang="de"))
+        load_corpus(data_cfg(source="hsk", src_lang="de"))
     with pytest.raises(DataError, match="no training pairs"):
-        load_corpus(data_cfg(dev_size=3000, test_size=3000))
+        load_corpus(data_cfg(source="hsk", dev_size=3000, test_size=3000))
 
 
 # --------------------------------------------------------------------------- files
