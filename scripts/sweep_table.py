@@ -3,7 +3,7 @@
     python -m nmt.train -m +experiment=zh_en_local_p trainer.lr=0.001,0.002 hydra.sweep.dir=multirun/lr
     python scripts/sweep_table.py multirun/lr [multirun/other ...] [--dev-beam 5]
 
-Columns: the run's overrides, updates, training target tokens/s, best dev BLEU (validation
+Columns: the experiment and the other overrides, updates, training target tokens/s, best dev BLEU (validation
 decoding, greedy by default), dev BLEU with ``--dev-beam`` (the best checkpoint decoded again;
 optional, a few seconds a run), dev chrF, and test BLEU/chrF (beam ``trainer.test_beam``).
 """
@@ -40,7 +40,9 @@ def row(run: Path, beam: int) -> dict:
     overrides = yaml.safe_load((run / ".hydra" / "overrides.yaml").read_text()) or []
     m = json.loads((run / "metrics.json").read_text())
     best = max(m["history"], key=lambda r: r["valid_bleu"])
-    out = {"run": " ".join(o for o in overrides if not o.startswith("+experiment")) or "(recipe)",
+    experiment = next((o.split("=", 1)[1] for o in overrides if o.startswith("+experiment=")), "")
+    out = {"experiment": experiment,
+           "overrides": " ".join(o for o in overrides if not o.startswith("+experiment")) or "(none)",
            "steps": m["steps"], "tok/s": round(m["train_tgt_tok_per_s"]), "dev BLEU": round(m["best_valid_bleu"], 2),
            "dev chrF": round(best["valid_chrf"], 2), "dev ppl": round(best["valid_ppl"], 2),
            "test BLEU": round(m.get("test_bleu", float("nan")), 2), "test chrF": round(m.get("test_chrf", float("nan")), 2)}
@@ -64,7 +66,7 @@ def main() -> int:
     print("| " + " | ".join(cols) + " |")
     print("| --- |" + " ---: |" * (len(cols) - 1))
     for r in rows:
-        print("| " + " | ".join(f"`{r[c]}`" if c == "run" else f"{r[c]:,}" if isinstance(r[c], int) else str(r[c])
+        print("| " + " | ".join(f"`{r[c]}`" if c == "overrides" else f"{r[c]:,}" if isinstance(r[c], int) else str(r[c])
                                 for c in cols) + " |")
     return 0
 
