@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt.attention import LuongAttention, tap
+from nmt.attention import LuongAttention
+from nmt.source_grad import tap
 
 SCORES, MODES = ("dot", "general", "concat"), ("global", "local_m", "local_p")
 B, S, T, H, D = 3, 7, 9, 8, 2
