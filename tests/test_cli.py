@@ -228,6 +228,13 @@ def test_train_misspelled_key(run_cli, tmp_path, train_overrides):
     assert_clean_failure(proc, "max_stepz")
 
 
+def test_train_misspelled_key_added_with_plus(run_cli, tmp_path, train_overrides):
+    """A key added with Hydra's ``+`` is checked against the schema too, before anything is written."""
+    proc = run_cli("nmt.train", *train_overrides, "+model.hiden_size=3", f"hydra.run.dir={tmp_path / 'r'}")
+    assert_clean_failure(proc, "model.hiden_size", "no such setting", prog="nmt.train")
+    assert not (tmp_path / "r" / "checkpoints").exists()
+
+
 def test_train_invalid_attention_score(run_cli, tmp_path, train_overrides):
     proc = run_cli("nmt.train", *train_overrides, "model.attention.score=foo", f"hydra.run.dir={tmp_path / 'r'}")
     assert_clean_failure(proc, "model.attention.score='foo'", "dot, general, concat", prog="nmt.train")
