@@ -181,7 +181,7 @@ def test_gathering_the_window_equals_masking_the_source(score, mode):
 def assert_same_loss_and_gradients(models, src, tgt) -> None:
     """Every model gives the first one's loss and parameter gradients on the batch (src, tgt)."""
     from nmt.batching import make_batch
-    from nmt.train import batch_loss
+    from nmt.update import batch_loss
 
     grads = []
     for model in models:

@@ -19,7 +19,8 @@ from nmt.config import ConfigError, ModelConfig, TrainConfig
 from nmt.data import DataError
 from nmt.model import build_model
 from nmt.search import greedy
-from nmt.train import batch_loss, train
+from nmt.train import train
+from nmt.update import batch_loss
 
 DIGITS = range(4, 14)  # ten "digit" tokens after the four specials
 
@@ -242,8 +243,8 @@ def test_early_stopping_on_dev_loss(digits_dir, tmp_path):
 def test_non_finite_updates_are_skipped_then_stop_the_run(digits_dir, tmp_path, monkeypatch):
     """A NaN loss never reaches the weights: the update is skipped and counted; after
     max_nonfinite in a row the run stops with a clear error, the last good checkpoint intact."""
-    import nmt.train as t
-    from nmt.train import TrainingError
+    import nmt.update as t
+    from nmt.update import TrainingError
 
     real = t.batch_loss
     calls = {"n": 0}
