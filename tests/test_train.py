@@ -219,10 +219,9 @@ def test_a_failed_start_leaves_an_existing_run_untouched(digits_run, digits_dir,
 
 
 def test_training_pairs_all_over_max_tokens_is_an_error(digits_dir, tmp_path):
-    """If data.max_tokens drops every training pair the run must fail at once with a DataError
-    naming data.max_tokens. Today the epoch loop finds no batches and spins without ever taking a
-    step (forever with only max_steps set; here max_minutes=0.05 is only a safety net so the test
-    ends), then "finishes" and writes checkpoints of an untrained model."""
+    """If data.max_tokens drops every training pair the run fails at once with a DataError naming
+    data.max_tokens, instead of an epoch loop without batches that never takes a step (with only
+    max_steps set it would spin forever; max_minutes=0.05 here is a safety net so the test ends)."""
     cfg = digits_cfg(digits_dir, max_steps=5, max_minutes=0.05, valid_every=5, test_beam=0)
     cfg.data.max_tokens = 2  # every string has 3..7 digits
     with pytest.raises(DataError, match="max_tokens"):
