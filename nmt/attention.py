@@ -21,6 +21,9 @@ Modes (for multi-head, the window and the Gaussian apply to every head):
 
 The source-side half of every score (W_a h̄_s for general, the h̄_s half of concat, the
 per-head keys and values) is computed once per batch by ``keys`` and passed to every step.
+Long sources in a local mode gather the 2D + 1 window around p_t instead of masking the whole
+source; both paths share ``scores`` and ``align``. ``nmt.source_grad`` defers the per-step
+gradients for the source side to one matmul per batch.
 """
 
 from __future__ import annotations
@@ -31,111 +34,14 @@ from typing import Optional
 import torch
 from torch import nn
 
-SCORES = ("dot", "general", "concat", "location", "scaled_dot")
+from nmt.config import MODES, SCORES
+from nmt.source_grad import bmm, gather
 
 
-class _SourceGrad:
-    """Gradient for one source-side tensor of a batch (keys or memory), gathered from every decoder
-    step and handed on once, by ``_Tap``, after all the steps have run their backward."""
-
-    def __init__(self) -> None:
-        self.grad: Optional[torch.Tensor] = None  # what window gathers added in place
-        self.pairs: list[tuple[torch.Tensor, torch.Tensor]] = []  # (L, R): the gradient is Σ Lᵀ R
-
-
-class _Tap(torch.autograd.Function):
-    """Identity whose backward adds what the steps left in ``_SourceGrad``. Autograd runs it after
-    every step's backward, since all the steps consume its output."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, acc: _SourceGrad) -> torch.Tensor:
-        ctx.acc = acc
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        acc = ctx.acc
-        if acc.pairs:  # one (B, S, T) × (B, T, H) matmul for all T steps' outer products
-            L = torch.cat([l for l, _ in acc.pairs], 1).to(grad.dtype)  # (B, T, S)
-            R = torch.cat([r for _, r in acc.pairs], 1).to(grad.dtype)  # (B, T, H)
-            grad = torch.baddbmm(grad, L.transpose(1, 2), R)
-        if acc.grad is not None:
-            grad = grad + acc.grad
-        acc.grad, acc.pairs = None, []
-        return grad, None
-
-
-class _DeferredBmm(torch.autograd.Function):
-    """``a @ xᵀ`` (scores from queries and keys) or ``a @ x`` (context from weights and memory) for
-    one decoder step. Its backward computes a's gradient at once but leaves x's, an outer product
-    per step that CPUs run slowly and that autograd would add into a full (B, S, H) tensor at
-    every step, to ``_Tap``, which does all the steps in one matmul."""
-
-    @staticmethod
-    def forward(ctx, a: torch.Tensor, x: torch.Tensor, acc: _SourceGrad, transpose: bool) -> torch.Tensor:
-        ctx.save_for_backward(a, x)
-        ctx.acc, ctx.transpose = acc, transpose
-        return torch.bmm(a, x.transpose(1, 2) if transpose else x)
-
-    @staticmethod
-    def backward(ctx, g: torch.Tensor):
-        a, x = ctx.saved_tensors
-        xg = x.to(g.dtype)
-        if ctx.transpose:  # out = a xᵀ: da = g x, dx = gᵀ a
-            grad_a = torch.bmm(g, xg)
-            ctx.acc.pairs.append((g, a))
-        else:  # out = a x: da = g xᵀ, dx = aᵀ g
-            grad_a = torch.bmm(g, xg.transpose(1, 2))
-            ctx.acc.pairs.append((a, g))
-        return grad_a.to(a.dtype), None, None, None
-
-
-class _WindowGather(torch.autograd.Function):
-    """``x.gather(1, index)`` whose backward adds into the tapped tensor's accumulator: O(window)
-    per step, where autograd's own gather backward writes a full (batch, src_len, hidden) tensor."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, index: torch.Tensor, acc: _SourceGrad) -> torch.Tensor:
-        ctx.save_for_backward(index)
-        ctx.acc, ctx.shape = acc, x.shape
-        return x.gather(1, index)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        (index,) = ctx.saved_tensors
-        if ctx.acc.grad is None:
-            ctx.acc.grad = grad.new_zeros(ctx.shape)
-        ctx.acc.grad.scatter_add_(1, index, grad)
-        return None, None, None
-
-
-def tap(x: torch.Tensor) -> torch.Tensor:
-    """``x`` (keys or memory of a batch) prepared for the per-step attention ops above, whose
-    gradients with respect to ``x`` are then summed once per batch instead of once per step."""
-    out = _Tap.apply(x, acc := _SourceGrad())
-    out._source_grad = acc  # read by _gather and _bmm
-    return out
-
-
-def _gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    acc = getattr(x, "_source_grad", None)
-    if acc is None or not torch.is_grad_enabled():
-        return x.gather(1, index)
-    return _WindowGather.apply(x, index, acc)
-
-
-def _bmm(a: torch.Tensor, x: torch.Tensor, transpose: bool = False) -> torch.Tensor:
-    """``a @ xᵀ`` or ``a @ x`` for (batch, T, ·) ``a`` and a source-side (batch, src_len, hidden) ``x``."""
-    acc = getattr(x, "_source_grad", None)
-    if acc is None or not torch.is_grad_enabled():
-        return torch.bmm(a, x.transpose(1, 2) if transpose else x)
-    if torch.is_autocast_enabled(a.device.type):  # bmm runs in the autocast dtype, as torch.bmm would
-        dtype = torch.get_autocast_dtype(a.device.type)
-        a, x = a.to(dtype), x.to(dtype)
-    return _DeferredBmm.apply(a, x, acc, transpose)
-
-
-MODES = ("global", "local_m", "local_p")
+def gaussian(dist: torch.Tensor, window: int) -> torch.Tensor:
+    """exp(-(s - p_t)² / (2σ²)) with σ = D / 2, for distances ``dist`` = s - p_t of any shape."""
+    sigma = window / 2
+    return torch.exp(-(dist**2) / (2 * sigma**2))
 
 
 class LuongAttention(nn.Module):
@@ -155,7 +61,7 @@ class LuongAttention(nn.Module):
         # is this many windows long. On a 2-core CPU with hidden 256 gathering did not pay even
         # at 200 positions (scripts/benchmark_local.py): per-step op overhead dominates there.
         self.gather_above = 20.0
-        # in training, sum the steps' gradients for keys and memory once per batch (see _Tap)
+        # in training, sum the steps' gradients for keys and memory once per batch (nmt.source_grad)
         self.defer_source_grads = True
         if heads > 1:
             self.W_q = nn.Linear(hidden, hidden, bias=False)
@@ -208,35 +114,58 @@ class LuongAttention(nn.Module):
             context c_t (batch, T, hidden), weights a_t (batch, T, src_len) (the mean over
             heads for multi-head), and p_t (batch, T) for the local modes (None for global).
         """
-        p = dist = None
-        if self.mode != "global":
-            if self.mode == "local_m":
-                p = torch.minimum(positions.unsqueeze(0), (src_lens - 1).unsqueeze(1))  # (batch, T)
-            else:
-                gate = self.v_p(torch.tanh(self.W_p(query))).squeeze(-1)  # (batch, T)
-                p = src_lens.unsqueeze(1) * torch.sigmoid(gate.float())  # (batch, T)
-            if self.windowed(mask.size(1)):
-                return self._local_window(query, keys, memory, mask, p)
-        scores = self._scores(query, keys)  # (batch, [heads,] T, src_len)
-        allowed = mask.unsqueeze(1)  # (batch, 1, src_len)
+        p = self.position(query, src_lens, positions)  # (batch, T) or None
+        if p is not None and self.windowed(mask.size(1)):
+            return self._local_window(query, keys, memory, mask, p)
+        allowed, dist = mask.unsqueeze(1), None  # (batch, 1, src_len)
         if p is not None:
             s = torch.arange(mask.size(1), device=mask.device, dtype=p.dtype)  # (src_len,)
             dist = s.view(1, 1, -1) - p.unsqueeze(-1)  # (batch, T, src_len)
-            allowed = allowed & (dist.abs() <= self.window)
-        if self.heads > 1:  # every head shares the mask, the window and the Gaussian
-            allowed = allowed.unsqueeze(1)
-            dist = dist.unsqueeze(1) if dist is not None else None
-        weights = torch.softmax(scores.float().masked_fill(~allowed, float("-inf")), dim=-1)
-        if self.mode == "local_p":
-            sigma = self.window / 2
-            weights = weights * torch.exp(-(dist**2) / (2 * sigma**2))
         if self.heads == 1:
-            weights = weights.to(memory.dtype)
-            return _bmm(weights, memory), weights, p  # (batch, T, hidden)
+            weights = self.align(self._full_scores(query, keys), allowed, dist).to(memory.dtype)  # (batch, T, src_len)
+            return bmm(weights, memory), weights, p  # (batch, T, hidden)
+        # multi-head: every head shares the mask, the window and the Gaussian
+        dist = dist.unsqueeze(1) if dist is not None else None  # (batch, 1, T, src_len)
+        weights = self.align(self._full_scores(query, keys), allowed.unsqueeze(1), dist)  # (B, heads, T, S)
         B, T, H = query.shape
         values = keys[..., H:].view(B, -1, self.heads, H // self.heads).transpose(1, 2)  # (B, heads, S, H/heads)
         context = (weights.to(values.dtype) @ values).transpose(1, 2).reshape(B, T, H)  # (B, T, H)
         return self.W_o(context), weights.mean(1).to(memory.dtype), p
+
+    def position(self, query: torch.Tensor, src_lens: torch.Tensor, positions: torch.Tensor) -> Optional[torch.Tensor]:
+        """p_t (batch, T): t clamped to S_i - 1 (local_m), S_i · sigmoid(v_pᵀ tanh(W_p h_t))
+        (local_p), None for global."""
+        if self.mode == "local_m":
+            return torch.minimum(positions.unsqueeze(0), (src_lens - 1).unsqueeze(1))
+        if self.mode == "local_p":
+            gate = self.v_p(torch.tanh(self.W_p(query))).squeeze(-1)  # (batch, T)
+            return src_lens.unsqueeze(1) * torch.sigmoid(gate.float())
+        return None
+
+    def scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """score(h_t, h̄_s) for dot, general, concat and scaled_dot (``keys`` from ``keys``).
+
+        query (batch, T, d) against keys shared by every step (batch, S, d) → (batch, T, S),
+        or against a window of keys per step (batch, T, W, d) → (batch, T, W).
+        """
+        if self.score == "concat":  # v_aᵀ tanh(W_q h_t + W_k h̄_s)
+            k = keys if keys.dim() == 4 else keys.unsqueeze(1)  # (batch, T or 1, S or W, d)
+            return self.v_a(torch.tanh(self.W_q(query).unsqueeze(2) + k)).squeeze(-1)
+        if keys.dim() == 4:
+            scores = (query.unsqueeze(2) * keys).sum(-1)  # (batch, T, W)
+        else:
+            scores = bmm(query, keys, transpose=True)  # (batch, T, S)
+        return scores / math.sqrt(query.size(-1)) if self.score == "scaled_dot" else scores
+
+    def align(self, scores: torch.Tensor, allowed: torch.Tensor, dist: Optional[torch.Tensor]) -> torch.Tensor:
+        """a_t: softmax of the scores over the allowed positions, for the local modes only those
+        within D of p_t (``dist`` = s - p_t, None for global), times the Gaussian for local_p."""
+        if dist is not None:
+            allowed = allowed & (dist.abs() <= self.window)
+        weights = torch.softmax(scores.float().masked_fill(~allowed, float("-inf")), dim=-1)
+        if self.mode == "local_p":
+            weights = weights * gaussian(dist, self.window)
+        return weights
 
     def windowed(self, src_len: int) -> bool:
         """Whether a local mode gathers the 2D + 1 window for sources this long (else it masks)."""
@@ -253,43 +182,31 @@ class LuongAttention(nn.Module):
         B, T, H = query.shape
         S, W = mask.size(1), 2 * self.window + 1
         idx = torch.ceil(p - self.window).long().unsqueeze(-1) + torch.arange(W, device=p.device)  # (B, T, W)
-        inside = (idx >= 0) & (idx < S) & ((idx - p.unsqueeze(-1)).abs() <= self.window)
+        dist = idx - p.unsqueeze(-1)  # (B, T, W)
+        real = (idx >= 0) & (idx < S)
         idx = idx.clamp(0, S - 1)
-        inside = inside & mask.gather(1, idx.view(B, T * W)).view(B, T, W)
+        real = real & mask.gather(1, idx.view(B, T * W)).view(B, T, W)
         flat = idx.view(B, T * W, 1).expand(-1, -1, H)
-        k = _gather(keys, flat).view(B, T, W, H)  # (B, T, W, H)
-        v = _gather(memory, flat).view(B, T, W, H)  # (B, T, W, H)
-        if self.score == "concat":
-            scores = self.v_a(torch.tanh(self.W_q(query).unsqueeze(2) + k)).squeeze(-1)  # (B, T, W)
-        else:
-            scores = (query.unsqueeze(2) * k).sum(-1)  # (B, T, W)
-            if self.score == "scaled_dot":
-                scores = scores / math.sqrt(H)
-        w = torch.softmax(scores.float().masked_fill(~inside, float("-inf")), dim=-1)  # (B, T, W)
-        if self.mode == "local_p":
-            sigma = self.window / 2
-            w = w * torch.exp(-((idx - p.unsqueeze(-1)) ** 2) / (2 * sigma**2))
-        w = w.masked_fill(~inside, 0.0).to(memory.dtype)
+        k = gather(keys, flat).view(B, T, W, H)  # (B, T, W, H)
+        v = gather(memory, flat).view(B, T, W, H)  # (B, T, W, H)
+        w = self.align(self.scores(query, k), real, dist).to(memory.dtype)  # (B, T, W)
         context = (w.unsqueeze(-1) * v).sum(2)  # (B, T, H)
         full = memory.new_zeros(B, T, S).scatter_add_(2, idx, w)  # (B, T, S) for callers that look
         return context, full, p
 
-    def _scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        if self.heads > 1:
+    def _full_scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """Scores against the whole source: (batch, T, src_len), or (batch, heads, T, src_len)."""
+        if self.heads > 1:  # scaled dot per head
             B, T, H = query.shape
-            d = H // self.heads
+            S, d = keys.size(1), H // self.heads
             q = self.W_q(query).view(B, T, self.heads, d).transpose(1, 2)  # (B, heads, T, d)
-            k = keys[..., :H].view(B, -1, self.heads, d).transpose(1, 2)  # (B, heads, S, d)
-            return q @ k.transpose(-1, -2) / math.sqrt(d)  # (B, heads, T, S)
-        if self.score == "concat":
-            q = self.W_q(query)  # (batch, T, hidden)
-            e = torch.tanh(q.unsqueeze(2) + keys.unsqueeze(1))  # (batch, T, src_len, hidden)
-            return self.v_a(e).squeeze(-1)  # (batch, T, src_len)
-        if self.score == "location":
+            k = keys[..., :H].view(B, S, self.heads, d).transpose(1, 2)  # (B, heads, S, d)
+            scores = self.scores(q.reshape(B * self.heads, T, d), k.reshape(B * self.heads, S, d))
+            return scores.view(B, self.heads, T, S)
+        if self.score == "location":  # W_a h_t over the positions
             S = keys.size(1)
             scores = self.W_a(query)[..., :S]  # (batch, T, min(S, max_len))
             if S > self.max_len:  # positions past the maximum length cannot be attended to
                 scores = nn.functional.pad(scores, (0, S - self.max_len), value=float("-inf"))
             return scores
-        scores = _bmm(query, keys, transpose=True)  # (batch, T, src_len)
-        return scores / math.sqrt(query.size(-1)) if self.score == "scaled_dot" else scores
+        return self.scores(query, keys)

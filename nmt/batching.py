@@ -15,7 +15,7 @@ import datasets
 import numpy as np
 import torch
 
-from nmt.tokenizer import BOS, EOS, PAD
+from nmt.vocab import BOS, EOS, PAD
 
 
 @dataclass

@@ -7,7 +7,7 @@ the choices and ranges that a type cannot express.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -151,8 +151,22 @@ def check_positive(key: str, value: float, allow_zero: bool = False) -> None:
         raise ConfigError(f"{key}={value!r} must be {'>= 0' if allow_zero else '> 0'}")
 
 
+def unknown_keys(cfg: DictConfig, schema: DictConfig, prefix: str = "") -> list[str]:
+    """Dotted keys of ``cfg`` that the typed ``schema`` does not have (Hydra's ``+key=value``
+    adds them past the schema's struct flag)."""
+    unknown = []
+    for key in cfg.keys():
+        if key not in schema:
+            unknown.append(f"{prefix}{key}")
+        elif is_dataclass(OmegaConf.get_type(schema, key)):
+            unknown += unknown_keys(cfg[key], schema[key], f"{prefix}{key}.")
+    return unknown
+
+
 def validate(cfg: DictConfig | TrainConfig) -> None:
     """Reject values that would fail later: run before any data is loaded."""
+    if isinstance(cfg, DictConfig) and (unknown := unknown_keys(cfg, OmegaConf.structured(TrainConfig))):
+        raise ConfigError(f"{', '.join(unknown)}: no such setting (check the spelling; see nmt/config.py)")
     d, t, m, tr = cfg.data, cfg.tokenizer, cfg.model, cfg.trainer
     check_choice("data.source", d.source, ("tatoeba", "hsk", "files", "hub"))
     if d.source == "files" and not d.dir:

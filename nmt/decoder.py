@@ -16,7 +16,7 @@ from torch import nn
 from nmt.attention import LuongAttention
 from nmt.dropout import Dropout
 from nmt.encoder import RNNS
-from nmt.tokenizer import PAD
+from nmt.vocab import PAD
 
 State = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]  # (layers, batch, hidden) [h, c]
 

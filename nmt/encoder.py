@@ -10,7 +10,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.dropout import Dropout
-from nmt.tokenizer import PAD
+from nmt.vocab import PAD
 
 RNNS = {"lstm": nn.LSTM, "gru": nn.GRU}
 HostLens = Union[torch.Tensor, Sequence[int]]  # (batch,) source lengths on the CPU: a CPU tensor or ints

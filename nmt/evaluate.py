@@ -13,41 +13,17 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Union
-
-import torch
 
 from nmt.checkpoint import CheckpointError
 from nmt.data import DataError, load_corpus, read_lines, src_normalizer
+from nmt.decode import evaluate, load_models
 from nmt.device import pick_device, set_threads
-from nmt.metrics import Scores, score
-from nmt.model import Seq2Seq
 from nmt.search import STOPS
-from nmt.tokenizer import Tokenizer
-from nmt.translate import load_models, progress_bar, translate_texts
+from nmt.translate import progress_bar
 
 log = logging.getLogger("nmt.evaluate")
-
-
-def evaluate(
-    models: Union[Seq2Seq, Sequence[Seq2Seq]],
-    tok: Tokenizer,
-    normalize: Callable[[str], str],
-    src: Sequence[str],
-    refs: Sequence[Sequence[str]],
-    tgt_lang: str = "en",
-    beam: int = 1,
-    alpha: float = 1.0,
-    device: torch.device = torch.device("cpu"),
-    stop: str = "full",
-    progress: Optional[Callable[[int], None]] = None,
-) -> tuple[Scores, list[str]]:
-    """Translate ``src`` and score it against one or more reference streams."""
-    hyps = translate_texts(models, tok, normalize, src, beam=beam, alpha=alpha, device=device, stop=stop,
-                           progress=progress)
-    return score(hyps, refs, tgt_lang), hyps
 
 
 class _AddSet(argparse.Action):

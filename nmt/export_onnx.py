@@ -18,10 +18,10 @@ import torch
 from torch import nn
 
 from nmt import __version__
+from nmt.decode import MAX_SRC_PIECES
 from nmt.decoder import Source
 from nmt.model import Seq2Seq
 from nmt.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
-from nmt.translate import MAX_SRC_PIECES
 
 OPSET = 17
 ENCODER_OUT = ["memory", "keys", "mask", "lens", "h", "c"]

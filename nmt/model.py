@@ -7,10 +7,11 @@ from typing import Optional
 import torch
 from torch import nn
 
-from nmt.attention import LuongAttention, tap
+from nmt.attention import LuongAttention
 from nmt.config import ConfigError, ModelConfig
 from nmt.decoder import Decoder, Source, State
 from nmt.encoder import Encoder, HostLens
+from nmt.source_grad import tap
 
 
 class Seq2Seq(nn.Module):

@@ -160,7 +160,7 @@ class OnnxTranslator:
     # ------------------------------------------------------------------ text
     def translate_nbest(self, texts: Sequence[str], beam: int = 5, n_best: int = 1, alpha: float = 1.0,
                         batch_size: int = 64) -> list[list[tuple[str, float]]]:
-        """As ``nmt.translate.translate_nbest``: n best (text, score) per line, empty lines give ("", 0)."""
+        """As ``nmt.decode.translate_nbest``: n best (text, score) per line, empty lines give ("", 0)."""
         ids = [s[: self.meta["max_src_pieces"]] for s in self.src.encode([self.normalize(t) for t in texts])]
         out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in texts]
         todo = sorted((i for i, s in enumerate(ids) if s), key=lambda i: len(ids[i]))
@@ -177,7 +177,7 @@ class OnnxTranslator:
         return self.tgt.decode([int(i) for i in ids if i > self.eos])
 
     def align(self, text: str, hyp: str) -> tuple[np.ndarray, Optional[np.ndarray], list[str], list[str]]:
-        """As ``nmt.translate.align``: weights (tgt pieces + EOS, src pieces), p_t or None, the pieces."""
+        """As ``nmt.decode.align``: weights (tgt pieces + EOS, src pieces), p_t or None, the pieces."""
         src_ids = self.src.encode(self.normalize(text))[: self.meta["max_src_pieces"]] or [self.eos]
         tgt_ids = self.tgt.encode(hyp)
         st = self.encode([src_ids])

@@ -15,7 +15,7 @@ import torch
 from nmt.batching import Batch
 from nmt.decoder import select_state
 from nmt.model import Seq2Seq
-from nmt.tokenizer import BOS, EOS, PAD
+from nmt.vocab import BOS, EOS, PAD
 
 Models = Union[Seq2Seq, Sequence[Seq2Seq]]
 

@@ -46,8 +46,8 @@ class TorchEngine:
 
     def __init__(self, path: str, device: str = "auto"):
         from nmt.data import src_normalizer
+        from nmt.decode import load_models
         from nmt.device import pick_device, set_threads
-        from nmt.translate import load_models
 
         set_threads(0)
         self.device = pick_device(device)
@@ -60,7 +60,7 @@ class TorchEngine:
                      "attention": {"score": a.score, "mode": a.mode, "window": a.window}}
 
     def translate(self, texts: Sequence[str], beam: int, n_best: int, attention: bool) -> list[dict]:
-        from nmt.translate import align, translate_nbest
+        from nmt.decode import align, translate_nbest
 
         nbests = translate_nbest(self.model, self.tok, self.normalize, texts, beam=beam, n_best=n_best,
                                  device=self.device)

@@ -19,10 +19,11 @@ import sentencepiece as spm
 
 from nmt.config import ConfigError, TokenizerConfig
 from nmt.data import cache_root
+from nmt.vocab import BOS, EOS, PAD, UNK
 
 log = logging.getLogger(__name__)
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
+__all__ = ["BOS", "EOS", "PAD", "UNK", "Tokenizer", "load_or_train"]
 
 
 class Tokenizer:

@@ -13,84 +13,16 @@ import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional
 
-import numpy as np
-import torch
-
-from nmt.batching import inference_batches, make_batch
-from nmt.checkpoint import CheckpointError, load_model
+from nmt.checkpoint import CheckpointError
 from nmt.data import DataError, read_lines, src_normalizer
+from nmt.decode import align, hard_alignment, load_models, translate_nbest
 from nmt.device import pick_device, set_threads
-from nmt.model import Seq2Seq
 from nmt.plot import PlotError, attention_figure, find_cjk_font, save_png
-from nmt.search import STOPS, beam_search
-from nmt.tokenizer import EOS, Tokenizer
+from nmt.search import STOPS
 
 log = logging.getLogger("nmt.translate")
-
-MAX_SRC_PIECES = 250  # longer inputs are cut: bounds time and memory per line
-
-
-def translate_nbest(
-    models: Union[Seq2Seq, Sequence[Seq2Seq]],
-    tok: Tokenizer,
-    normalize: Callable[[str], str],
-    texts: Sequence[str],
-    beam: int = 5,
-    alpha: float = 1.0,
-    batch_tokens: int = 8000,
-    device: torch.device = torch.device("cpu"),
-    n_best: int = 1,
-    batch_sentences: int = 1000,
-    beta: float = 0.0,
-    stop: str = "full",
-    progress: Optional[Callable[[int], None]] = None,
-) -> list[list[tuple[str, float]]]:
-    """The ``n_best`` translations of each raw source line with their scores, best first.
-
-    Lines are decoded sorted by length and returned in input order; a line that is empty
-    after normalization gets one empty translation. ``progress(n)`` hears of every n lines done.
-    """
-    norm = [normalize(t) for t in texts]
-    ids = [s[:MAX_SRC_PIECES] for s in tok.encode_src(norm)]
-    out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in texts]
-    todo = [i for i, s in enumerate(ids) if s]
-    if progress is not None and len(todo) < len(texts):
-        progress(len(texts) - len(todo))
-    if not todo:
-        return out
-    group = [models] if isinstance(models, Seq2Seq) else list(models)
-    was_training = [m.training for m in group]
-    for m in group:
-        m.eval()
-    budget = max(batch_tokens // beam, MAX_SRC_PIECES)
-    for batch in inference_batches([ids[i] for i in todo], budget, max(1, batch_sentences)):
-        hyps = beam_search(group, batch.to(device), beam=beam, alpha=alpha, n_best=n_best, beta=beta, stop=stop)
-        for row, nbest in zip(batch.index.tolist(), hyps.nbest):
-            out[todo[row]] = [(tok.decode_tgt(toks), score) for toks, score in nbest]
-        if progress is not None:
-            progress(batch.size)
-    for m, training in zip(group, was_training):
-        m.train(training)
-    return out
-
-
-def translate_texts(
-    models: Union[Seq2Seq, Sequence[Seq2Seq]],
-    tok: Tokenizer,
-    normalize: Callable[[str], str],
-    texts: Sequence[str],
-    beam: int = 5,
-    alpha: float = 1.0,
-    batch_tokens: int = 8000,
-    device: torch.device = torch.device("cpu"),
-    stop: str = "full",
-    progress: Optional[Callable[[int], None]] = None,
-) -> list[str]:
-    """The best translation of each raw source line."""
-    return [h[0][0] for h in translate_nbest(models, tok, normalize, texts, beam, alpha, batch_tokens, device,
-                                             stop=stop, progress=progress)]
 
 
 @contextlib.contextmanager
@@ -104,42 +36,6 @@ def progress_bar(total: int, desc: str) -> Iterator[Optional[Callable[[int], Non
 
     with tqdm(total=total, unit=" lines", desc=desc, file=sys.stderr, leave=False) as bar:
         yield bar.update
-
-
-def align(
-    model: Seq2Seq, tok: Tokenizer, src_text: str, hyp_text: str, device: torch.device = torch.device("cpu")
-) -> tuple[np.ndarray, Optional[np.ndarray], list[str], list[str]]:
-    """Attention of ``model`` while it produces ``hyp_text`` from (normalized) ``src_text``:
-    weights (tgt pieces + EOS, src pieces), the local centres p_t or None, and the pieces."""
-    src_ids = tok.encode_src([src_text])[0][:MAX_SRC_PIECES] or [EOS]
-    tgt_ids = tok.encode_tgt([hyp_text])[0]
-    batch = make_batch([src_ids], [tgt_ids], [0]).to(device)
-    was_training = model.training
-    model.eval()
-    weights, centres = model.align(batch.src, batch.src_lens, batch.host_lens, batch.tgt_in)
-    model.train(was_training)
-    src_pieces = [tok.src.id_to_piece(i) for i in src_ids]
-    tgt_pieces = tok.tgt_pieces(tgt_ids) + ["</s>"]
-    c = centres[0].float().cpu().numpy() if centres is not None else None
-    return weights[0].float().cpu().numpy(), c, src_pieces, tgt_pieces
-
-
-def hard_alignment(weights: np.ndarray) -> str:
-    """'i-j' pairs: each target piece j (EOS excluded) with its most attended source piece i."""
-    return " ".join(f"{int(weights[j].argmax())}-{j}" for j in range(weights.shape[0] - 1))
-
-
-def load_models(paths: Sequence[str], device: torch.device):
-    """Models of one or more checkpoints (an ensemble needs one vocabulary), tokenizer, config."""
-    models, tok, cfg = [], None, None
-    for path in paths:
-        model, t, c, _ = load_model(path, device)
-        if tok is None:
-            tok, cfg = t, c
-        elif t.to_state() != tok.to_state():
-            raise CheckpointError(f"{path} uses other sentencepiece models than {paths[0]}: an ensemble needs one vocabulary")
-        models.append(model)
-    return models, tok, cfg
 
 
 def _lines(args: argparse.Namespace) -> Iterable[list[str]]:

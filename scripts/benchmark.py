@@ -32,13 +32,14 @@ from nmt.batching import Batch, train_batches
 from nmt.checkpoint import load_model
 from nmt.config import register, validate
 from nmt.data import load_corpus, src_normalizer
+from nmt.decode import translate_texts
 from nmt.device import autocast, pick_device, set_threads
 from nmt.metrics import score
 from nmt.model import Seq2Seq, build_model
 from nmt.optim import build_optimizer
 from nmt.tokenizer import PAD, load_or_train
-from nmt.train import batch_loss, encode_train
-from nmt.translate import translate_texts
+from nmt.train import encode_train
+from nmt.update import batch_loss
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 # beam5: our default stop rule (beam hypotheses finished); beam5_first: the peers' rule

@@ -26,7 +26,7 @@ from nmt.batching import make_batch
 from nmt.config import ModelConfig
 from nmt.device import set_threads
 from nmt.model import build_model
-from nmt.train import batch_loss
+from nmt.update import batch_loss
 
 VARIANTS = {"global": ("global", False), "local_m": ("local_m", False), "local_p": ("local_p", False),
             "local_p gathered": ("local_p", True)}

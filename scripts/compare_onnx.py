@@ -21,9 +21,9 @@ def compare(run: str, exported: str, sentences: list[str], beams: list[int]) -> 
     import torch
 
     from nmt.data import src_normalizer
+    from nmt.decode import load_models, translate_nbest
     from nmt.device import set_threads
     from nmt.onnx_runtime import OnnxTranslator
-    from nmt.translate import load_models, translate_nbest
 
     set_threads(0)
     models, tok, cfg = load_models([run], torch.device("cpu"))

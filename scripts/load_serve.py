@@ -91,8 +91,8 @@ def compare(run: str, sentences: list[str], beam: int) -> float:
     import torch
 
     from nmt.data import src_normalizer
+    from nmt.decode import load_models, translate_nbest
     from nmt.device import set_threads
-    from nmt.translate import load_models, translate_nbest
 
     set_threads(0)
     models, tok, cfg = load_models([run], torch.device("cpu"))

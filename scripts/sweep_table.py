@@ -26,8 +26,7 @@ def dev_bleu(run: Path, beam: int) -> tuple[float, float]:
     import torch
 
     from nmt.data import load_corpus, src_normalizer
-    from nmt.evaluate import evaluate
-    from nmt.translate import load_models
+    from nmt.decode import evaluate, load_models
 
     models, tok, cfg = load_models([str(run / "checkpoints" / "best.pt")], torch.device("cpu"))
     dev = load_corpus(cfg.data, need=("dev",), splits=("dev",))["dev"]

@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt.attention import LuongAttention, tap
+from nmt.attention import LuongAttention
+from nmt.source_grad import tap
 
 SCORES, MODES = ("dot", "general", "concat"), ("global", "local_m", "local_p")
 B, S, T, H, D = 3, 7, 9, 8, 2
@@ -180,7 +181,7 @@ def test_gathering_the_window_equals_masking_the_source(score, mode):
 def assert_same_loss_and_gradients(models, src, tgt) -> None:
     """Every model gives the first one's loss and parameter gradients on the batch (src, tgt)."""
     from nmt.batching import make_batch
-    from nmt.train import batch_loss
+    from nmt.update import batch_loss
 
     grads = []
     for model in models:

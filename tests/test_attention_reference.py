@@ -112,7 +112,8 @@ def test_local_p_weights_are_zero_outside_the_window_and_p_inside_the_sentence(s
 def test_multi_head_matches_torch_multihead_attention(mode):
     """heads=N with the same projections as torch.nn.MultiheadAttention (no biases) gives its
     output and its head-averaged weights; local modes apply the same window (and Gaussian) to
-    every head, which for a window wider than the sentence (local_m) changes nothing."""
+    every head, which for a window wider than the sentence (local_m) changes nothing; local_p, which
+    MHA cannot express, is checked against the heads written out one by one."""
     torch.manual_seed(5)
     heads, hidden, B, S, T = 2, 8, 3, 6, 4
     lens = torch.tensor([6, 3, 5])
@@ -125,10 +126,20 @@ def test_multi_head_matches_torch_multihead_attention(mode):
     memory = torch.randn(B, S, hidden) * mask.unsqueeze(-1)
     query = torch.randn(B, T, hidden)
     context, w, p = att(query, att.keys(memory), memory, mask, lens.float(), torch.arange(float(T)))
-    if mode == "local_p":  # the Gaussian: compare with MHA given the same window as a mask and weights
-        assert (w[(torch.arange(S).view(1, 1, -1) - p.unsqueeze(-1)).abs() > 2] == 0).all()
-        return
-    ref, ref_w = mha(query, memory, memory, key_padding_mask=~mask, need_weights=True, average_attn_weights=True)
+    if mode == "local_p":  # MHA has no Gaussian: every head written out, window-masked softmax × Gaussian
+        dist = torch.arange(S).view(1, 1, -1) - p.unsqueeze(-1)  # (B, T, S)
+        assert (w[dist.abs() > 2] == 0).all()
+        allowed = mask.unsqueeze(1) & (dist.abs() <= 2)  # (B, T, S)
+        gauss = torch.exp(-(dist**2) / (2 * 1.0**2))  # σ = D / 2 = 1
+        d = hidden // heads
+        q, k, v = (lin(x).view(x.size(0), x.size(1), heads, d) for lin, x in
+                   ((att.W_q, query), (att.W_k, memory), (att.W_v, memory)))  # (B, ·, heads, d)
+        per_head = [torch.softmax((q[:, :, h] @ k[:, :, h].transpose(1, 2) / math.sqrt(d))
+                                  .masked_fill(~allowed, float("-inf")), -1) * gauss for h in range(heads)]
+        ref = att.W_o(torch.cat([a @ v[:, :, h] for h, a in enumerate(per_head)], -1))  # (B, T, hidden)
+        ref_w = torch.stack(per_head).mean(0)  # (B, T, S)
+    else:
+        ref, ref_w = mha(query, memory, memory, key_padding_mask=~mask, need_weights=True, average_attn_weights=True)
     torch.testing.assert_close(context, ref, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(w, ref_w, atol=1e-5, rtol=1e-4)
 

@@ -145,3 +145,27 @@ def test_failed_save_cleans_up_its_temporary_file(tmp_path, saved, monkeypatch):
     with pytest.raises(OSError):
         save(state, path)
     assert sorted(p.name for p in path.parent.iterdir()) == ["last.pt"]
+
+
+def test_average_of_two_different_checkpoints_is_their_mean(tmp_path, saved):
+    """scripts/average_checkpoints.py: every weight of the average of two different checkpoints is
+    the mean of theirs; the first one's config and tokenizer come along, its optimizer does not."""
+    import runpy
+    from pathlib import Path
+
+    average = runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "average_checkpoints.py"))["average"]
+    run, _, _, state = saved
+    torch.manual_seed(1)
+    other = {**state, "model": {k: v + torch.randn_like(v) if v.is_floating_point() else v
+                                for k, v in state["model"].items()}, "optimizer": {"x": 1}}
+    save(other, tmp_path / "other.pt")
+    avg = average([run / "checkpoints" / "best.pt", tmp_path / "other.pt"])
+    assert avg["model"].keys() == state["model"].keys()
+    changed = 0
+    for k, v in state["model"].items():
+        if v.is_floating_point():
+            torch.testing.assert_close(avg["model"][k], (v + other["model"][k]) / 2)
+            changed += int(not torch.equal(avg["model"][k], v))
+    assert changed > 0
+    assert avg["tokenizer"] == state["tokenizer"] and avg["config"] == state["config"]
+    assert "optimizer" not in avg

@@ -228,6 +228,13 @@ def test_train_misspelled_key(run_cli, tmp_path, train_overrides):
     assert_clean_failure(proc, "max_stepz")
 
 
+def test_train_misspelled_key_added_with_plus(run_cli, tmp_path, train_overrides):
+    """A key added with Hydra's ``+`` is checked against the schema too, before anything is written."""
+    proc = run_cli("nmt.train", *train_overrides, "+model.hiden_size=3", f"hydra.run.dir={tmp_path / 'r'}")
+    assert_clean_failure(proc, "model.hiden_size", "no such setting", prog="nmt.train")
+    assert not (tmp_path / "r" / "checkpoints").exists()
+
+
 def test_train_invalid_attention_score(run_cli, tmp_path, train_overrides):
     proc = run_cli("nmt.train", *train_overrides, "model.attention.score=foo", f"hydra.run.dir={tmp_path / 'r'}")
     assert_clean_failure(proc, "model.attention.score='foo'", "dot, general, concat", prog="nmt.train")
@@ -284,13 +291,13 @@ def test_train_invalid_utf8_names_file_and_line(run_cli, tmp_path, train_overrid
 
 
 def test_train_vocabulary_too_small_for_the_characters(run_cli, tmp_path, train_overrides):
-    """The Chinese side needs ~1,750 pieces for its characters at the default coverage. A smaller
-    tokenizer.src_vocab_size must either work (the size is documented as soft) or fail with a
-    one-line error naming the setting; today sentencepiece's RuntimeError escapes as a traceback."""
+    """The Chinese side needs ~1,750 pieces for its characters at the default coverage: a
+    tokenizer.src_vocab_size of 500 fails at start-up with one line naming the size and the cause
+    (not sentencepiece's traceback), before any checkpoint is written."""
     proc = run_cli("nmt.train", *train_overrides, "tokenizer.src_vocab_size=500", "trainer.max_steps=2",
                    "trainer.valid_every=2", "trainer.test_beam=0", f"hydra.run.dir={tmp_path / 'r'}")
-    if proc.returncode != 0:
-        assert_clean_failure(proc, "vocab_size", prog="nmt.train")
+    assert_clean_failure(proc, "vocab_size=500", "smaller than required_chars", prog="nmt.train")
+    assert not (tmp_path / "r" / "checkpoints").exists()
 
 
 # --------------------------------------------------------------------------- n-best, ensembles, averaging, sets

@@ -150,9 +150,8 @@ def test_odd_hidden_size_is_fine_without_bidirectional_encoder():
 
 def test_validate_rejects_a_run_without_any_budget():
     """With max_steps, max_epochs and max_minutes all 0 the run can never stop: ``validate`` (which
-    runs before any data is loaded) must reject it, naming the keys. Today the check lives in
-    ``train.Budget`` and only fires after the corpus is loaded, sentencepiece is trained and files
-    are written into the run directory."""
+    runs before any data is loaded) rejects it, naming the keys, before the corpus is loaded,
+    sentencepiece is trained or anything is written into the run directory."""
     cfg = structured(trainer__max_steps=0, trainer__max_epochs=0, trainer__max_minutes=0.0)
     with pytest.raises(ConfigError, match="trainer.max_steps"):
         validate(cfg)

@@ -88,7 +88,7 @@ def test_budget_schedules_warm_up_then_reach_zero_when_the_budget_ends(kind):
 
 
 def test_budget_progress_is_the_largest_fraction_used():
-    from nmt.train import Budget
+    from nmt.budget import Budget
 
     b = Budget(max_steps=200, max_epochs=4, max_minutes=0, steps_per_epoch=100)
     assert b.progress(50, 0.5) == pytest.approx(0.25)

@@ -282,6 +282,25 @@ def test_coverage_penalty_changes_scores_not_the_interface(make_model, sources):
     assert all(c <= p + 1e-4 for c, p in zip(cov.scores, plain.scores))
 
 
+def test_coverage_penalty_is_the_gnmt_formula(make_model, sources):
+    """A hypothesis's score with β > 0 is log P(Y|X) / lp(Y) + β Σ_i log min(Σ_j a_ij, 1), with the
+    attention a_ij of the model reading its own output (EOS step included) over the real source."""
+    model, alpha, beta = make_model(SRC_V, TGT_V, mode="global"), 0.8, 0.7
+    hyps = beam_search(model, batch_of(sources), beam=3, alpha=alpha, beta=beta)
+    for src, tokens, score in zip(sources, hyps.tokens, hyps.scores):
+        if len(tokens) + 1 > limit(len(src)):  # EOS forced at the limit: not this formula's case
+            continue
+        b = make_batch([src], [tokens], [0])
+        with torch.no_grad():
+            logits, _ = model(b.src, b.src_lens, tuple(b.host_lens.tolist()), b.tgt_in)  # (1, T+1, V)
+            weights, _ = model.align(b.src, b.src_lens, b.host_lens, b.tgt_in)  # (1, T+1, S)
+        logp = torch.log_softmax(logits.float(), -1)[0].gather(1, b.tgt_out[0].unsqueeze(1)).sum()
+        coverage = weights[0].float().sum(0)  # (S,) Σ_j a_ij, every source position is real here
+        expected = float(logp) / length_penalty(len(tokens) + 1, alpha)
+        expected += beta * float(torch.log(coverage.clamp(max=1.0)).sum())
+        assert score == pytest.approx(expected, abs=1e-4)
+
+
 @pytest.mark.parametrize("every", [3, 8])
 @pytest.mark.parametrize("stop", STOPS)
 def test_syncing_with_the_host_every_few_steps_changes_nothing(make_model, random_sources, stop, every):

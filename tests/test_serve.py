@@ -21,7 +21,7 @@ SENTENCES = ["老师，您好！", "图书馆在学校里边。", "谢谢你！�
 def reference(trained_run):
     """What ``nmt.translate`` gives for SENTENCES with beam 2: [(tgt, score)]."""
     from nmt.data import src_normalizer
-    from nmt.translate import load_models, translate_nbest
+    from nmt.decode import load_models, translate_nbest
 
     models, tok, cfg = load_models([str(trained_run)], torch.device("cpu"))
     return [h[0] for h in translate_nbest(models, tok, src_normalizer(cfg.data), SENTENCES, beam=2)], cfg

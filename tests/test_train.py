@@ -19,7 +19,8 @@ from nmt.config import ConfigError, ModelConfig, TrainConfig
 from nmt.data import DataError
 from nmt.model import build_model
 from nmt.search import greedy
-from nmt.train import batch_loss, train
+from nmt.train import train
+from nmt.update import batch_loss
 
 DIGITS = range(4, 14)  # ten "digit" tokens after the four specials
 
@@ -218,10 +219,9 @@ def test_a_failed_start_leaves_an_existing_run_untouched(digits_run, digits_dir,
 
 
 def test_training_pairs_all_over_max_tokens_is_an_error(digits_dir, tmp_path):
-    """If data.max_tokens drops every training pair the run must fail at once with a DataError
-    naming data.max_tokens. Today the epoch loop finds no batches and spins without ever taking a
-    step (forever with only max_steps set; here max_minutes=0.05 is only a safety net so the test
-    ends), then "finishes" and writes checkpoints of an untrained model."""
+    """If data.max_tokens drops every training pair the run fails at once with a DataError naming
+    data.max_tokens, instead of an epoch loop without batches that never takes a step (with only
+    max_steps set it would spin forever; max_minutes=0.05 here is a safety net so the test ends)."""
     cfg = digits_cfg(digits_dir, max_steps=5, max_minutes=0.05, valid_every=5, test_beam=0)
     cfg.data.max_tokens = 2  # every string has 3..7 digits
     with pytest.raises(DataError, match="max_tokens"):
@@ -242,8 +242,8 @@ def test_early_stopping_on_dev_loss(digits_dir, tmp_path):
 def test_non_finite_updates_are_skipped_then_stop_the_run(digits_dir, tmp_path, monkeypatch):
     """A NaN loss never reaches the weights: the update is skipped and counted; after
     max_nonfinite in a row the run stops with a clear error, the last good checkpoint intact."""
-    import nmt.train as t
-    from nmt.train import TrainingError
+    import nmt.update as t
+    from nmt.update import TrainingError
 
     real = t.batch_loss
     calls = {"n": 0}

@@ -1,0 +1,84 @@
+"""When training stops: the budget (steps, epochs, minutes) and SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Optional
+
+from nmt.config import ConfigError
+
+
+class Budget:
+    """Stops training at the first of max_steps, max_epochs, max_minutes; estimates the ETA."""
+
+    def __init__(self, max_steps: int, max_epochs: int, max_minutes: float, steps_per_epoch: int):
+        if not (max_steps or max_epochs or max_minutes):
+            raise ConfigError("set at least one of trainer.max_steps, trainer.max_epochs, trainer.max_minutes")
+        self.max_steps, self.max_epochs, self.max_seconds = max_steps, max_epochs, max_minutes * 60
+        self.steps_per_epoch = steps_per_epoch
+        self.start = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def done(self, step: int, epoch: int) -> bool:
+        return bool(
+            (self.max_steps and step >= self.max_steps)
+            or (self.max_epochs and epoch >= self.max_epochs)
+            or (self.max_seconds and self.elapsed() >= self.max_seconds)
+        )
+
+    def progress(self, step: int, epoch_progress: float) -> float:
+        """The fraction of the budget used (0..1): the largest over the limits that are set."""
+        parts = [0.0]
+        if self.max_steps:
+            parts.append(step / self.max_steps)
+        if self.max_epochs:
+            parts.append(epoch_progress / self.max_epochs)
+        if self.max_seconds:
+            parts.append(self.elapsed() / self.max_seconds)
+        return min(1.0, max(parts))
+
+    def eta(self, step: int, steps_done_here: int) -> float:
+        """Seconds left: the nearest of the limits, extrapolated from this process's pace."""
+        pace = self.elapsed() / max(steps_done_here, 1)
+        left = []
+        if self.max_steps:
+            left.append((self.max_steps - step) * pace)
+        if self.max_epochs:
+            left.append((self.max_epochs * self.steps_per_epoch - step) * pace)
+        if self.max_seconds:
+            left.append(self.max_seconds - self.elapsed())
+        return max(0.0, min(left))
+
+
+def fmt_time(seconds: float) -> str:
+    """``12m05s`` or ``3h07m``."""
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
+
+
+class StopSignal:
+    """SIGTERM or a first Ctrl-C ask for a graceful stop after the current update."""
+
+    def __init__(self) -> None:
+        self.requested: Optional[str] = None
+        self.old: dict = {}
+
+    def __enter__(self) -> StopSignal:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self.old[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread (e.g. called from a test runner thread)
+                pass
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = signal.Signals(signum).name
+        if signum == signal.SIGINT:  # a second Ctrl-C interrupts at once
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.old.items():
+            signal.signal(sig, handler)

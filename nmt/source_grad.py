@@ -1,0 +1,115 @@
+"""Per-step attention ops whose gradients with respect to a batch's source-side tensors (keys and
+memory) are summed once per batch instead of once per decoder step.
+
+``tap(x)`` marks a source-side tensor; ``bmm`` and ``gather`` on a tapped tensor leave their
+gradient for it to the tap, which adds every step's share in one matmul when autograd reaches it.
+On untapped tensors, or without gradients, they are plain ``torch.bmm`` and ``Tensor.gather``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+
+class _SourceGrad:
+    """Gradient for one source-side tensor of a batch (keys or memory), gathered from every decoder
+    step and handed on once, by ``_Tap``, after all the steps have run their backward."""
+
+    def __init__(self) -> None:
+        self.grad: Optional[torch.Tensor] = None  # what window gathers added in place
+        self.pairs: list[tuple[torch.Tensor, torch.Tensor]] = []  # (L, R): the gradient is Σ Lᵀ R
+
+
+class _Tap(torch.autograd.Function):
+    """Identity whose backward adds what the steps left in ``_SourceGrad``. Autograd runs it after
+    every step's backward, since all the steps consume its output."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, acc: _SourceGrad) -> torch.Tensor:
+        ctx.acc = acc
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        acc = ctx.acc
+        if acc.pairs:  # one (B, S, T) × (B, T, H) matmul for all T steps' outer products
+            L = torch.cat([l for l, _ in acc.pairs], 1).to(grad.dtype)  # (B, T, S)
+            R = torch.cat([r for _, r in acc.pairs], 1).to(grad.dtype)  # (B, T, H)
+            grad = torch.baddbmm(grad, L.transpose(1, 2), R)
+        if acc.grad is not None:
+            grad = grad + acc.grad
+        acc.grad, acc.pairs = None, []
+        return grad, None
+
+
+class _DeferredBmm(torch.autograd.Function):
+    """``a @ xᵀ`` (scores from queries and keys) or ``a @ x`` (context from weights and memory) for
+    one decoder step. Its backward computes a's gradient at once but leaves x's, an outer product
+    per step that CPUs run slowly and that autograd would add into a full (B, S, H) tensor at
+    every step, to ``_Tap``, which does all the steps in one matmul."""
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor, x: torch.Tensor, acc: _SourceGrad, transpose: bool) -> torch.Tensor:
+        ctx.save_for_backward(a, x)
+        ctx.acc, ctx.transpose = acc, transpose
+        return torch.bmm(a, x.transpose(1, 2) if transpose else x)
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        a, x = ctx.saved_tensors
+        xg = x.to(g.dtype)
+        if ctx.transpose:  # out = a xᵀ: da = g x, dx = gᵀ a
+            grad_a = torch.bmm(g, xg)
+            ctx.acc.pairs.append((g, a))
+        else:  # out = a x: da = g xᵀ, dx = aᵀ g
+            grad_a = torch.bmm(g, xg.transpose(1, 2))
+            ctx.acc.pairs.append((a, g))
+        return grad_a.to(a.dtype), None, None, None
+
+
+class _WindowGather(torch.autograd.Function):
+    """``x.gather(1, index)`` whose backward adds into the tapped tensor's accumulator: O(window)
+    per step, where autograd's own gather backward writes a full (batch, src_len, hidden) tensor."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, index: torch.Tensor, acc: _SourceGrad) -> torch.Tensor:
+        ctx.save_for_backward(index)
+        ctx.acc, ctx.shape = acc, x.shape
+        return x.gather(1, index)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (index,) = ctx.saved_tensors
+        if ctx.acc.grad is None:
+            ctx.acc.grad = grad.new_zeros(ctx.shape)
+        ctx.acc.grad.scatter_add_(1, index, grad)
+        return None, None, None
+
+
+def tap(x: torch.Tensor) -> torch.Tensor:
+    """``x`` (keys or memory of a batch) prepared for ``bmm`` and ``gather`` below, whose
+    gradients with respect to ``x`` are then summed once per batch instead of once per step."""
+    out = _Tap.apply(x, acc := _SourceGrad())
+    out._source_grad = acc  # read by gather and bmm
+    return out
+
+
+def gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``x.gather(1, index)``, its gradient for a tapped ``x`` left to the tap."""
+    acc = getattr(x, "_source_grad", None)
+    if acc is None or not torch.is_grad_enabled():
+        return x.gather(1, index)
+    return _WindowGather.apply(x, index, acc)
+
+
+def bmm(a: torch.Tensor, x: torch.Tensor, transpose: bool = False) -> torch.Tensor:
+    """``a @ xᵀ`` or ``a @ x`` for (batch, T, ·) ``a`` and a source-side (batch, src_len, hidden) ``x``."""
+    acc = getattr(x, "_source_grad", None)
+    if acc is None or not torch.is_grad_enabled():
+        return torch.bmm(a, x.transpose(1, 2) if transpose else x)
+    if torch.is_autocast_enabled(a.device.type):  # bmm runs in the autocast dtype, as torch.bmm would
+        dtype = torch.get_autocast_dtype(a.device.type)
+        a, x = a.to(dtype), x.to(dtype)
+    return _DeferredBmm.apply(a, x, acc, transpose)

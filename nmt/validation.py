@@ -1,0 +1,106 @@
+"""Validation during training: dev loss and BLEU, the plateau schedule, checkpoint rotation,
+early stopping and attention heatmaps in TensorBoard."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+from torch.utils.tensorboard import SummaryWriter
+
+from nmt import checkpoint
+from nmt.batching import Batch
+from nmt.decode import align, evaluate
+from nmt.device import autocast
+from nmt.model import Seq2Seq
+from nmt.optim import Schedule
+from nmt.plot import PlotError, attention_figure, figure_array
+from nmt.tokenizer import Tokenizer
+from nmt.train_state import TrainingState
+from nmt.update import dev_loss
+
+log = logging.getLogger("nmt.train")
+
+
+def rotate_checkpoints(snapshot: dict, ckpt_dir: Path, step: int, improved: bool, keep_best: int,
+                       keep_last: int) -> None:
+    """``last.pt`` always; ``best.pt`` when improved, with the ``keep_best`` best and the ``keep_last``
+    latest step checkpoints beside them."""
+    checkpoint.save(snapshot, ckpt_dir / "last.pt")
+    if improved:
+        checkpoint.save(snapshot, ckpt_dir / "best.pt")
+        if keep_best > 1:
+            checkpoint.save(snapshot, ckpt_dir / f"best_step{step:08d}.pt")
+            ranked = sorted(ckpt_dir.glob("best_step*.pt"), key=lambda p: checkpoint.load(p)["best_bleu"])
+            for old in ranked[: -(keep_best - 1)]:
+                old.unlink()
+    if keep_last:
+        checkpoint.save(snapshot, ckpt_dir / f"step{step:08d}.pt")
+        for old in sorted(ckpt_dir.glob("step*.pt"))[: -keep_last]:
+            old.unlink()
+
+
+class Validator:
+    """Scores the dev set, keeps the best checkpoint, feeds the plateau schedule, says when to stop."""
+
+    def __init__(self, cfg: DictConfig, model: Seq2Seq, tok: Tokenizer, normalize: Callable[[str], str],
+                 dev: tuple[list[str], list[str], list[Batch]], device: torch.device, writer: SummaryWriter,
+                 ckpt_dir: Path, schedule: Schedule, snapshot: Callable[[], dict]):
+        self.cfg, self.tr, self.model, self.tok, self.normalize = cfg, cfg.trainer, model, tok, normalize
+        self.dev_src, self.dev_tgt, self.dev_batches = dev
+        self.device, self.writer, self.ckpt_dir, self.schedule, self.snapshot = device, writer, ckpt_dir, schedule, snapshot
+        self.history: list[dict] = []
+        self.images = self.tr.attention_images > 0
+
+    def __call__(self, state: TrainingState) -> bool:
+        """Dev loss and BLEU, checkpoints, schedule and early stopping; True = stop training."""
+        t0, tr, step = time.perf_counter(), self.tr, state.step
+        loss = dev_loss(self.model, self.dev_batches, self.device, tr.precision)
+        with autocast(self.device, tr.precision):
+            scores, hyps = evaluate(self.model, self.tok, self.normalize, self.dev_src, [self.dev_tgt],
+                                    self.cfg.data.tgt_lang, beam=tr.valid_beam, device=self.device)
+        record = {"step": step, "epoch": state.epoch, "valid_loss": loss, "valid_ppl": math.exp(min(loss, 50)),
+                  "valid_bleu": scores.bleu, "valid_chrf": scores.chrf}
+        self.history.append(record)
+        for k in ("loss", "ppl", "bleu", "chrf"):
+            self.writer.add_scalar(f"valid/{k}", record[f"valid_{k}"], step)
+        improved = scores.bleu > state.best_bleu
+        state.best_bleu = max(state.best_bleu, scores.bleu)
+        better = improved if tr.early_stopping_metric == "bleu" else loss < state.best_loss
+        state.best_loss = min(state.best_loss, loss)
+        state.bad_validations = 0 if better else state.bad_validations + 1
+        self.schedule.on_validation(scores.bleu)
+        rotate_checkpoints(self.snapshot(), self.ckpt_dir, step, improved, tr.keep_best, tr.keep_last)
+        log.info(
+            "valid step %d | loss %.3f | ppl %.2f | BLEU %.2f | chrF %.2f%s | %.1fs | e.g. %r",
+            step, loss, record["valid_ppl"], scores.bleu, scores.chrf, " | new best" if improved else "",
+            time.perf_counter() - t0, hyps[0] if hyps else "",
+        )
+        self.attention_images(step, hyps)
+        patience = tr.early_stopping_patience
+        if patience and state.bad_validations >= patience:
+            log.info("early stopping: no better dev %s in %d validations", tr.early_stopping_metric, patience)
+            return True
+        return False
+
+    def attention_images(self, step: int, hyps: list[str]) -> None:
+        """Heatmaps of the first few dev sentences (with p_t and the window for local modes)."""
+        if not self.images:
+            return
+        try:
+            for i in range(min(self.tr.attention_images, len(self.dev_src))):
+                if not hyps[i]:
+                    continue
+                w, centres, src_pieces, tgt_pieces = align(self.model, self.tok, self.normalize(self.dev_src[i]),
+                                                           hyps[i], self.device)
+                window = self.cfg.model.attention.window if centres is not None else None
+                fig = attention_figure(w, src_pieces, tgt_pieces, centres, window, title=f"step {step}")
+                self.writer.add_image(f"attention/dev{i}", figure_array(fig), step, dataformats="HWC")
+        except PlotError as e:
+            log.warning("no attention images in TensorBoard: %s", e)
+            self.images = False
