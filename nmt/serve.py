@@ -32,17 +32,27 @@ log = logging.getLogger("nmt.serve")
 STATIC = Path(__file__).parent / "static"
 
 
+DRAIN = 16  # an oversized body up to this many times the limit is read (and dropped) before the 413
+
+
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 once it passes ``limit`` bytes."""
+    """The request body, refused with 413 once it passes ``limit`` bytes.
+
+    A body somewhat over the limit is still read to its end (and dropped) so that the client,
+    still sending, gets the 413 instead of a reset connection; far larger ones are cut off.
+    """
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isdigit() and int(declared) > DRAIN * limit:
         raise RequestError(413, f"body: {declared} bytes, the limit is {limit}")
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > limit:
-            raise RequestError(413, f"body: more than {limit} bytes")
-        chunks.append(chunk)
+        if size > DRAIN * limit:
+            break
+        if size <= limit:
+            chunks.append(chunk)
+    if size > limit:
+        raise RequestError(413, f"body: {declared or f'more than {limit}'} bytes, the limit is {limit}")
     return b"".join(chunks)
 
 

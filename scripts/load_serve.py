@@ -59,14 +59,17 @@ def run_load(url: str, sentences: list[str], clients: int, beam: int, requests: 
             if i >= total:
                 return
             if i in bad_at:
-                status, _ = post(url + "/translate", BAD[len(bad_status) % len(BAD)], seconds)
+                try:
+                    status, _ = post(url + "/translate", BAD[len(bad_status) % len(BAD)], seconds)
+                except (OSError, ValueError):  # a reset connection is not the 4xx answer asked for
+                    status = 0
                 with lock:
                     bad_status.append(status)
             t0 = time.monotonic()
             try:
                 status, answer = post(url + "/translate", json.dumps({"text": [sentences[i]], "beam": beam}).encode(),
                                       seconds)
-            except OSError as e:
+            except (OSError, ValueError) as e:  # no answer, or not JSON: an error, never a lost sentence
                 status, answer = 0, {"error": str(e)}
             with lock:
                 (lat if status == 200 else errors).append(time.monotonic() - t0 if status == 200 else (status, answer))
