@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--with-source", action="store_true", help="print each translation after its source and a tab")
     p.add_argument("--plot-attention", metavar="DIR", help="write an attention heatmap per sentence into DIR")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)  # sentences may follow the options
     sys.stdout.reconfigure(encoding="utf-8", errors="replace")  # type: ignore[union-attr]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     if args.beam < 1:

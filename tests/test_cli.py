@@ -134,7 +134,7 @@ def test_translate_arguments_match_stdin(trained_run, run_cli, stdin_translation
 
 def test_translate_with_source_prints_each_source_beside_its_translation(trained_run, run_cli, stdin_translation,
                                                                         explain):
-    proc = run_cli("nmt.translate", trained_run, *SENTENCES, "--beam", "2", "--with-source")
+    proc = run_cli("nmt.translate", trained_run, "--beam", "2", "--with-source", *SENTENCES)  # as make demo does
     assert proc.returncode == 0, explain(proc)
     assert proc.stdout.splitlines() == [f"{s}\t{t}" for s, t in zip(SENTENCES, stdin_translation.stdout.splitlines())]
 
