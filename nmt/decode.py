@@ -5,7 +5,9 @@ validation all decode through here, so that they cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from typing import Optional, Union
 
 import numpy as np
@@ -128,3 +130,16 @@ def evaluate(
     hyps = translate_texts(models, tok, normalize, src, beam=beam, alpha=alpha, device=device, stop=stop,
                            progress=progress)
     return score(hyps, refs, tgt_lang), hyps
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, desc: str) -> Iterator[Optional[Callable[[int], None]]]:
+    """``update(n)`` of a progress bar on stderr when it is a terminal and there is more than one
+    line; None (quiet) when stderr is piped or redirected."""
+    if total <= 1 or not sys.stderr.isatty():
+        yield None
+        return
+    from datasets.utils.tqdm import tqdm
+
+    with tqdm(total=total, unit=" lines", desc=desc, file=sys.stderr, leave=False) as bar:
+        yield bar.update

@@ -18,10 +18,9 @@ from pathlib import Path
 
 from nmt.checkpoint import CheckpointError
 from nmt.data import DataError, load_corpus, read_lines, src_normalizer
-from nmt.decode import evaluate, load_models
+from nmt.decode import evaluate, load_models, progress_bar
 from nmt.device import pick_device, set_threads
 from nmt.search import STOPS
-from nmt.translate import progress_bar
 
 log = logging.getLogger("nmt.evaluate")
 

@@ -8,34 +8,19 @@ stderr. Several checkpoints decode as an ensemble (averaged log-probabilities).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Optional
 
 from nmt.checkpoint import CheckpointError
 from nmt.data import DataError, read_lines, src_normalizer
-from nmt.decode import align, hard_alignment, load_models, translate_nbest
+from nmt.decode import align, hard_alignment, load_models, progress_bar, translate_nbest
 from nmt.device import pick_device, set_threads
 from nmt.plot import PlotError, attention_figure, find_cjk_font, save_png
 from nmt.search import STOPS
 
 log = logging.getLogger("nmt.translate")
-
-
-@contextlib.contextmanager
-def progress_bar(total: int, desc: str) -> Iterator[Optional[Callable[[int], None]]]:
-    """``update(n)`` of a progress bar on stderr when it is a terminal and there is more than one
-    line; None (quiet) when stderr is piped or redirected."""
-    if total <= 1 or not sys.stderr.isatty():
-        yield None
-        return
-    from datasets.utils.tqdm import tqdm
-
-    with tqdm(total=total, unit=" lines", desc=desc, file=sys.stderr, leave=False) as bar:
-        yield bar.update
 
 
 def _lines(args: argparse.Namespace) -> Iterable[list[str]]:
