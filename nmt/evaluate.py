@@ -13,6 +13,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -85,13 +86,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         models, tok, cfg = load_models([args.model, *args.ensemble], device)
         for s in sets:
             src, refs = _load_set(s, cfg)
+            t0 = time.perf_counter()
             with progress_bar(len(src), s["name"]) as update:
                 scores, hyps = evaluate(
                     models, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam, args.alpha, device,
                     stop=args.stop, progress=update,
                 )
+            seconds = time.perf_counter() - t0  # decoding and scoring alone: no start-up, loading or reading
             rows.append({"set": s["name"], "sentences": len(src), "references": len(refs), "beam": args.beam,
-                         "stop": args.stop, **scores.as_dict()})
+                         "stop": args.stop, **scores.as_dict(), "decode_seconds": round(seconds, 3),
+                         "sentences_per_s": round(len(src) / seconds, 1)})
             if args.output:
                 out = Path(args.output)
                 if len(sets) > 1:
@@ -105,9 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(rows[0]) if len(rows) == 1 else json.dumps(rows))
         return 0
     width = max(len(r["set"]) for r in rows)
-    print(f"{'set':<{width}}  {'sents':>6}  {'refs':>4}  {'BLEU':>6}  {'chrF':>6}")
+    print(f"{'set':<{width}}  {'sents':>6}  {'refs':>4}  {'BLEU':>6}  {'chrF':>6}  {'sent/s':>7}")
     for r in rows:
-        print(f"{r['set']:<{width}}  {r['sentences']:>6}  {r['references']:>4}  {r['bleu']:>6.2f}  {r['chrf']:>6.2f}")
+        print(f"{r['set']:<{width}}  {r['sentences']:>6}  {r['references']:>4}  {r['bleu']:>6.2f}  {r['chrf']:>6.2f}"
+              f"  {r['sentences_per_s']:>7.1f}")
     for key, name in (("bleu_signature", "BLEU"), ("chrf_signature", "chrF")):
         for sig in dict.fromkeys(r[key] for r in rows):  # distinct, in order (nrefs may differ)
             which = [r["set"] for r in rows if r[key] == sig]

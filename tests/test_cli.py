@@ -185,7 +185,7 @@ def test_evaluate_split_text_output(trained_run, run_cli, explain):
     proc = run_cli("nmt.evaluate", trained_run, "--split", "test", "--beam", "2")
     assert proc.returncode == 0, explain(proc)
     header, row = proc.stdout.splitlines()[:2]
-    assert header.split() == ["set", "sents", "refs", "BLEU", "chrF"]
+    assert header.split() == ["set", "sents", "refs", "BLEU", "chrF", "sent/s"]
     assert row.split()[:3] == ["test", "100", "1"]
     assert "BLEU: nrefs:1|case:mixed" in proc.stdout and "chrF: nrefs:1" in proc.stdout
     metrics = json.loads((trained_run / "metrics.json").read_text())
@@ -341,7 +341,7 @@ def test_evaluate_several_sets_in_one_table(trained_run, run_cli, tmp_path, expl
     proc = run_cli("nmt.evaluate", trained_run, *args, "--output", tmp_path / "hyps")
     assert proc.returncode == 0, explain(proc)
     lines = proc.stdout.splitlines()
-    assert lines[0].split() == ["set", "sents", "refs", "BLEU", "chrF"]
+    assert lines[0].split() == ["set", "sents", "refs", "BLEU", "chrF", "sent/s"]
     assert lines[1].split()[:3] == ["test", "100", "1"]
     assert lines[2].split()[1:3] == ["2", "2"]
     assert any("nrefs:1" in ln for ln in lines) and any("nrefs:2" in ln for ln in lines)
