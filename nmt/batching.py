@@ -83,7 +83,7 @@ class Pairs:
 
     @classmethod
     def from_dataset(cls, ds: datasets.Dataset) -> Pairs:
-        """``ds`` has columns src_ids, tgt_ids, src_len, tgt_len (written by nmt.prepare)."""
+        """``ds`` has columns src_ids, tgt_ids, src_len, tgt_len (written by nmt.data.prepare)."""
         if ds._indices is not None:  # a selected or shuffled view: its rows are not the table's
             ds = ds.flatten_indices()
         lens = [ds.data.column(c).to_numpy().astype(np.int32) for c in ("src_len", "tgt_len")]

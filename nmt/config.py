@@ -31,7 +31,7 @@ class DataConfig:
     splits: dict[str, str] = field(
         default_factory=lambda: {"train": "train", "dev": "validation", "test": "test"}
     )  # hub: our split name -> the dataset's split name
-    dev_size: int = 250  # hsk: held-out pairs per split (seeded)
+    dev_size: int = 250  # hsk, hub with holdout: held-out pairs per split (seeded by data.seed)
     test_size: int = 250
     seed: int = 1234
     max_chars: int = 400  # cleaning: drop pairs with a side longer than this (characters)
@@ -51,8 +51,8 @@ class DataConfig:
 @dataclass
 class TokenizerConfig:
     model_type: str = "unigram"  # unigram | bpe | char | word
-    joint: bool = False  # one vocabulary for both sides
-    src_vocab_size: int = 4000
+    joint: bool = False  # one vocabulary for both sides (size: src_vocab_size)
+    src_vocab_size: int = 4000  # a soft limit: a small corpus may give fewer pieces
     tgt_vocab_size: int = 4000
     character_coverage: float = 0.9995
     byte_fallback: bool = False  # characters outside the vocabulary become UTF-8 byte pieces, not <unk>
@@ -78,7 +78,7 @@ class ModelConfig:
     decoder_layers: int = 2
     bidirectional: bool = True  # encoder: hidden_size // 2 units per direction
     dropout: float = 0.2
-    input_feeding: bool = True
+    input_feeding: bool = True  # false: the fast path (one RNN call, attention as one batched matmul)
     init_range: float = 0.1  # parameters start uniform in [-init_range, init_range] (the paper's 0.1)
     attention: AttentionConfig = field(default_factory=AttentionConfig)
 
@@ -88,37 +88,41 @@ class TrainerConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     precision: str = "auto"  # auto (bf16 on CUDA, else fp32) | fp32 | bf16 | fp16
     seed: int = 42
-    threads: int = 0  # CPU threads; 0 = one per core
-    compile: Optional[bool] = None  # torch.compile the decoder step; None = auto (on CUDA only, nmt/compiled_step.py)
+    threads: int = 0  # CPU threads; 0 = the cores, shared among torchrun's local processes
+    # torch.compile the decoder step; None = auto: on CUDA (launch-bound), not on the CPU (there +13 % tok/s
+    # on bench-small, 2 cores, after ~90 s of compiling); nmt/compiled_step.py
+    compile: Optional[bool] = None
     batch_tokens: int = 1200  # token budget per batch (max of source and target pieces)
     batch_sentences: int = 0  # at most this many sentences per batch; 0 = only the token budget
     accum_steps: int = 1  # batches per update (gradient accumulation)
-    optimizer: str = "adam"  # adam | adamw | sgd
+    optimizer: str = "adam"  # adam | adamw | sgd (the paper's: sgd, lr 1.0)
     lr: float = 1e-3
     weight_decay: float = 0.0
-    schedule: str = "constant"  # constant | halving | plateau | inverse_sqrt | linear | cosine (nmt/optim.py)
-    warmup_steps: int = 0
+    # constant | halving (the paper's) | plateau (dev BLEU) | inverse_sqrt | linear | cosine (nmt/optim.py);
+    # linear and cosine decay to 0 when the budget (steps, epochs or minutes) ends
+    schedule: str = "constant"
+    warmup_steps: int = 0  # linear warm-up (any schedule); inverse_sqrt decays after it
     halve_after_epoch: int = 5  # halving: halve after every epoch past this one
     decay_factor: float = 0.5  # halving and plateau
     plateau_patience: int = 2  # plateau: validations without a better dev BLEU before decaying
-    clip_norm: float = 5.0
+    clip_norm: float = 5.0  # gradient norm clipping; 0 = off
     label_smoothing: float = 0.0
     early_stopping_patience: int = 0  # stop after this many validations without improvement; 0 = off
     early_stopping_metric: str = "bleu"  # bleu | loss
     max_nonfinite: int = 10  # consecutive non-finite updates (skipped) before the run stops
     max_steps: int = 0  # 0 = no step limit
     max_epochs: int = 0  # 0 = no epoch limit
-    max_minutes: float = 0.0  # wall-clock budget for training; 0 = none
+    max_minutes: float = 60.0  # wall-clock budget for training; 0 = none
     log_every: int = 50
     valid_every: int = 500  # steps between validations (and at the end)
-    valid_beam: int = 1
+    valid_beam: int = 1  # greedy validation decoding is cheap and tracks beam BLEU
     valid_max_sentences: int = 0  # 0 = whole dev split
     attention_images: int = 3  # TensorBoard heatmaps of the first N dev sentences at each validation
     test_beam: int = 5  # beam for the test split evaluated after training; 0 = skip
     keep_last: int = 0  # also keep the last K validations' weights as checkpoints/step*.pt (for averaging)
     keep_best: int = 1  # keep the K best validations as checkpoints/best*.pt (best.pt is the best)
     save_every: int = 0  # also write last.pt every N steps; 0 = at validations only
-    resume: Optional[str] = None  # a checkpoint or run directory to continue from, or "auto" (this run dir)
+    resume: Optional[str] = None  # a checkpoint or run directory to continue from, or "auto" (this run dir's last.pt)
     reset_optimizer: bool = False  # on resume: fresh optimizer state
     reset_scheduler: bool = False  # on resume: fresh learning-rate schedule state
     reset_counters: bool = False  # on resume: step, epoch, best score, patience and data position from 0
@@ -151,6 +155,12 @@ def check_positive(key: str, value: float, allow_zero: bool = False) -> None:
         raise ConfigError(f"{key}={value!r} must be {'>= 0' if allow_zero else '> 0'}")
 
 
+def check_budget(max_steps: int, max_epochs: int, max_minutes: float) -> None:
+    """A run must be able to stop: at least one budget is set."""
+    if not (max_steps or max_epochs or max_minutes):
+        raise ConfigError("set at least one of trainer.max_steps, trainer.max_epochs, trainer.max_minutes (all are 0)")
+
+
 def unknown_keys(cfg: DictConfig, schema: DictConfig, prefix: str = "") -> list[str]:
     """Dotted keys of ``cfg`` that the typed ``schema`` does not have (Hydra's ``+key=value``
     adds them past the schema's struct flag)."""
@@ -167,7 +177,16 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     """Reject values that would fail later: run before any data is loaded."""
     if isinstance(cfg, DictConfig) and (unknown := unknown_keys(cfg, OmegaConf.structured(TrainConfig))):
         raise ConfigError(f"{', '.join(unknown)}: no such setting (check the spelling; see nmt/config.py)")
-    d, t, m, tr = cfg.data, cfg.tokenizer, cfg.model, cfg.trainer
+    _validate_data(cfg.data)
+    t = cfg.tokenizer
+    check_choice("tokenizer.model_type", t.model_type, ("unigram", "bpe", "char", "word"))
+    check_positive("tokenizer.src_vocab_size", t.src_vocab_size)
+    check_positive("tokenizer.tgt_vocab_size", t.tgt_vocab_size)
+    validate_model(cfg.model)
+    _validate_trainer(cfg.trainer)
+
+
+def _validate_data(d: DataConfig) -> None:
     check_choice("data.source", d.source, ("tatoeba", "hsk", "files", "hub"))
     if d.source == "files" and not d.dir:
         raise ConfigError("data.source=files needs data.dir=/path/to/folder")
@@ -182,9 +201,10 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         raise ConfigError(f"data.tsv_columns={list(d.tsv_columns)} must name {d.src_lang} and {d.tgt_lang} once each")
     for key in ("dev_size", "test_size", "max_chars", "max_tokens"):
         check_positive(f"data.{key}", getattr(d, key), allow_zero=key.endswith("size"))
-    check_choice("tokenizer.model_type", t.model_type, ("unigram", "bpe", "char", "word"))
-    check_positive("tokenizer.src_vocab_size", t.src_vocab_size)
-    check_positive("tokenizer.tgt_vocab_size", t.tgt_vocab_size)
+
+
+def validate_model(m: ModelConfig) -> None:
+    """The model's settings (also checked by ``build_model``, for models built without a run config)."""
     check_choice("model.rnn_type", m.rnn_type, ("lstm", "gru"))
     for key in ("emb_size", "hidden_size", "encoder_layers", "decoder_layers"):
         check_positive(f"model.{key}", getattr(m, key))
@@ -209,6 +229,11 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         raise ConfigError(f"model.hidden_size={m.hidden_size} is not divisible by model.attention.heads={m.attention.heads}")
     if m.attention.score == "location":
         check_positive("model.attention.max_len", m.attention.max_len)
+    if not 0 < m.init_range:
+        raise ConfigError(f"model.init_range={m.init_range} must be > 0")
+
+
+def _validate_trainer(tr: TrainerConfig) -> None:
     check_choice("trainer.precision", tr.precision, ("auto", "fp32", "bf16", "fp16"))
     dev = str(tr.device)
     if dev not in ("auto", "cpu", "cuda", "mps") and not dev.startswith("cuda:"):
@@ -218,8 +243,6 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     check_choice("trainer.early_stopping_metric", tr.early_stopping_metric, ("bleu", "loss"))
     if not 0 < tr.decay_factor <= 1:
         raise ConfigError(f"trainer.decay_factor={tr.decay_factor} must be in (0, 1]")
-    if not 0 < m.init_range:
-        raise ConfigError(f"model.init_range={m.init_range} must be > 0")
     for key in ("batch_tokens", "lr", "log_every", "valid_every", "valid_beam", "accum_steps", "keep_best",
                 "plateau_patience", "max_nonfinite"):
         check_positive(f"trainer.{key}", getattr(tr, key))
@@ -227,8 +250,7 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
                 "save_every", "warmup_steps", "batch_sentences", "attention_images", "weight_decay",
                 "early_stopping_patience", "halve_after_epoch"):
         check_positive(f"trainer.{key}", getattr(tr, key), allow_zero=True)
-    if not (tr.max_steps or tr.max_epochs or tr.max_minutes):
-        raise ConfigError("set at least one of trainer.max_steps, trainer.max_epochs, trainer.max_minutes (all are 0)")
+    check_budget(tr.max_steps, tr.max_epochs, tr.max_minutes)
     if not 0 <= tr.label_smoothing < 1:
         raise ConfigError(f"trainer.label_smoothing={tr.label_smoothing} must be in [0, 1)")
 

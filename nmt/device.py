@@ -39,10 +39,14 @@ def cuda_defaults() -> None:
         torch.backends.cuda.matmul.allow_tf32 = True
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def set_threads(threads: int = 0) -> None:
     """One intra-op thread per core (0 = all cores); inter-op work is not worth a thread here."""
-    n = threads or len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (threads or os.cpu_count() or 1)
-    torch.set_num_threads(max(1, n))
+    torch.set_num_threads(max(1, threads or available_cores()))
 
 
 def autocast(device: torch.device, precision: str):
@@ -60,3 +64,25 @@ def peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+NATIVE_BF16 = ("amx_bf16", "avx512_bf16")  # CPU flags with bf16 matrix instructions
+
+
+def cpu_info() -> dict:
+    """The CPU model and the flags that decide matmul speed (AMX, avx512_bf16, avx512f), from /proc/cpuinfo:
+    figures measured on one CPU say little about another, so every speed figure carries these."""
+    model, flags = "unknown", set()
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+                break
+    except OSError:  # not Linux
+        pass
+    wanted = [f for f in sorted(flags) if f.startswith("amx") or f in ("avx512_bf16", "avx512f")]
+    return {"model": model, "flags": wanted, "cores": available_cores(), "native_bf16": any(f in flags for f in NATIVE_BF16)}
+

@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nmt.checkpoint import CheckpointError
-from nmt.data import DataError, load_corpus, read_lines, src_normalizer
+from nmt.data.corpus import load_corpus
+from nmt.data.normalize import src_normalizer
+from nmt.data.text import DataError, read_lines
 from nmt.decode import evaluate, load_models, progress_bar
 from nmt.device import pick_device, set_threads
 from nmt.search import STOPS
@@ -54,7 +56,7 @@ def _load_set(s: dict, cfg) -> tuple[list[str], list[list[str]]]:
     return src, refs
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nmt.evaluate", description=__doc__.splitlines()[0])
     p.add_argument("model", help="run directory (uses checkpoints/best.pt) or checkpoint file")
     p.add_argument("--ensemble", nargs="+", default=[], metavar="CKPT", help="more checkpoints to ensemble with")
@@ -68,6 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--output", "-o", help="write the hypotheses here (one set), or into this folder (several)")
     p.add_argument("--json", action="store_true", help="print JSON (one object per set) instead of a table")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = _parser()
     args = p.parse_args(argv)
     sys.stdout.reconfigure(encoding="utf-8", errors="replace")  # type: ignore[union-attr]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)

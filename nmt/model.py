@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from nmt.attention import LuongAttention
-from nmt.config import ConfigError, ModelConfig
+from nmt.config import ModelConfig, validate_model
 from nmt.decoder import Decoder, Source, State
 from nmt.encoder import Encoder, HostLens
 from nmt.source_grad import tap
@@ -74,8 +74,7 @@ class Seq2Seq(nn.Module):
 
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
     """Plain wiring from the config; parameters start uniform in ±init_range (the paper: 0.1)."""
-    if cfg.bidirectional and cfg.hidden_size % 2:
-        raise ConfigError(f"model.hidden_size={cfg.hidden_size} must be even for a bidirectional encoder")
+    validate_model(cfg)
     a = cfg.attention
     attention = LuongAttention(a.score, a.mode, cfg.hidden_size, a.window, a.heads, a.max_len)
     encoder = Encoder(

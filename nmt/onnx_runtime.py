@@ -23,7 +23,7 @@ import numpy as np
 import onnxruntime as ort
 import sentencepiece as spm
 
-from nmt.normalize import normalizer
+from nmt.data.normalize import normalizer
 
 NEG = np.float32(-np.inf)
 

@@ -169,6 +169,15 @@ def coverage_penalty(coverage: torch.Tensor, beta: float) -> torch.Tensor:
     return beta * torch.log(coverage.clamp(min=1e-6, max=1.0)).sum(-1)
 
 
+def _ended(stop: str, is_eos: torch.Tensor, fin: torch.Tensor, alive: torch.Tensor, best_lp: torch.Tensor) -> torch.Tensor:
+    """(sentences,) those the ``stop`` rule ends (see ``STOPS``): fin and alive are (sentences, K), best first."""
+    if stop == "first":
+        return is_eos[:, 0]  # the best candidate finished
+    if stop == "full":
+        return fin[:, -1] > float("-inf")  # K hypotheses finished
+    return fin[:, 0] >= alive[:, 0] / best_lp  # no live hypothesis can overtake the best finished one
+
+
 @torch.no_grad()
 def beam_search(
     model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, ratio: float = 2.0, extra: int = 10,
@@ -238,13 +247,7 @@ def beam_search(
         origin, token = origin.gather(1, pick), token.gather(1, pick)
         seqs = seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, T + 1))
         seqs[:, :, t] = token
-        # done: out of length, or by the stop rule
-        if stop == "first":
-            done = is_eos[:, 0] | (t >= limit)  # (na,)
-        elif stop == "full":
-            done = (fin_scores[act, K - 1] > float("-inf")) | (t >= limit)
-        else:
-            done = (fin_scores[act, 0] >= alive[:, 0] / best_lp) | (t >= limit)
+        done = _ended(stop, is_eos, fin_scores[act], alive, best_lp) | (t >= limit)  # (na,)
         rows = (origin + torch.arange(na, device=dev).unsqueeze(1) * K).view(-1)  # (na*K,) parents
         if stopped is not None:
             stopped = done = stopped | done

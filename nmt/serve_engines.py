@@ -45,7 +45,7 @@ class TorchEngine:
     """A checkpoint decoded with ``nmt.translate`` (the same search as the command line)."""
 
     def __init__(self, path: str, device: str = "auto"):
-        from nmt.data import src_normalizer
+        from nmt.data.normalize import src_normalizer
         from nmt.decode import load_models
         from nmt.device import pick_device, set_threads
 

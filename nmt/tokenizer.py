@@ -18,7 +18,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from nmt.config import ConfigError, TokenizerConfig
-from nmt.data import cache_root
+from nmt.data.cache import cache_root
 from nmt.vocab import BOS, EOS, PAD, UNK
 
 log = logging.getLogger(__name__)

@@ -31,12 +31,13 @@ from nmt.batching import Batch, Pairs, epoch_batches, train_batches
 from nmt.budget import Budget, StopSignal, fmt_time
 from nmt.checkpoint import CheckpointError
 from nmt.config import ConfigError, register, to_dict, validate
-from nmt.data import DataError, src_normalizer
+from nmt.data.normalize import src_normalizer
+from nmt.data.prepare import Prepared, prepare
+from nmt.data.text import DataError
 from nmt.decode import evaluate
-from nmt.device import peak_memory_mb, set_threads
+from nmt.device import available_cores, peak_memory_mb, set_threads
 from nmt.model import build_model
 from nmt.optim import Schedule, build_optimizer
-from nmt.prepare import Prepared, prepare
 from nmt.run_folder import flatten, merge_resumed_config, restore, resume_state, write_run_files
 from nmt.tokenizer import Tokenizer
 from nmt.train_state import TrainingState
@@ -44,14 +45,6 @@ from nmt.update import TrainingError, Updater
 from nmt.validation import Validator
 
 log = logging.getLogger("nmt.train")
-
-
-def encode_train(tok: Tokenizer, src: list[str], tgt: list[str], max_tokens: int) -> tuple[list, list]:
-    """Piece ids of the training pairs, without pairs longer than ``max_tokens`` on either side."""
-    s_ids, t_ids = tok.encode_src(src), tok.encode_tgt(tgt)
-    keep = [i for i in range(len(s_ids)) if len(s_ids[i]) <= max_tokens and len(t_ids[i]) <= max_tokens]
-    log.info("train: %d pairs, %d over %d pieces dropped", len(keep), len(s_ids) - len(keep), max_tokens)
-    return [s_ids[i] for i in keep], [t_ids[i] for i in keep]
 
 
 def train(cfg: DictConfig, run_dir: Path) -> dict:
@@ -109,8 +102,7 @@ def setup(tr: DictConfig, run_dir: Path) -> tuple[int, int, torch.device]:
     rank, world_size, device = distributed.setup(tr.device)
     if tr.precision == "fp16" and device.type != "cuda":
         raise ConfigError(f"trainer.precision=fp16 needs a CUDA device (this run is on {device}); use bf16 or fp32")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    set_threads(tr.threads or max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
+    set_threads(tr.threads or max(1, available_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
     random.seed(tr.seed)
     torch.manual_seed(tr.seed)
     log.info("nmt %s | run dir %s | device %s | %d threads | rank %d of %d", __version__, run_dir, device,

@@ -12,9 +12,11 @@ import logging
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from nmt.checkpoint import CheckpointError
-from nmt.data import DataError, read_lines, src_normalizer
+from nmt.data.normalize import src_normalizer
+from nmt.data.text import DataError, read_lines
 from nmt.decode import align, hard_alignment, load_models, progress_bar, translate_nbest
 from nmt.device import pick_device, set_threads
 from nmt.plot import PlotError, attention_figure, find_cjk_font, save_png
@@ -48,7 +50,18 @@ def _plot(attention: tuple, window: int, title: str, path: Path) -> None:
     save_png(fig, path)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _write(out: TextIO, args: argparse.Namespace, line_no: int, text: str, nbest: list, attention) -> None:
+    """One input line's output: the translation, or the n-best list, or the translation and its alignment."""
+    source = f"{text}\t" if args.with_source else ""
+    if args.n_best > 1:
+        out.writelines(f"{line_no} ||| {source}{hyp} ||| {score:.4f}\n" for hyp, score in nbest)
+    elif args.print_attention:
+        out.write(f"{source}{nbest[0][0]} ||| {hard_alignment(attention[0]) if attention else ''}\n")
+    else:
+        out.write(f"{source}{nbest[0][0]}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nmt.translate", description=__doc__.splitlines()[0])
     p.add_argument("model", help="run directory (uses checkpoints/best.pt) or checkpoint file")
     p.add_argument("text", nargs="*", help="sentences to translate (default: --input or stdin)")
@@ -69,6 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--with-source", action="store_true", help="print each translation after its source and a tab")
     p.add_argument("--plot-attention", metavar="DIR", help="write an attention heatmap per sentence into DIR")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = _parser()
     args = p.parse_intermixed_args(argv)  # sentences may follow the options
     sys.stdout.reconfigure(encoding="utf-8", errors="replace")  # type: ignore[union-attr]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
@@ -98,13 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     attention = None
                     if args.print_attention or args.plot_attention:  # an empty translation still has its </s> row
                         attention = align(models[0], tok, normalize(text), nbest[0][0], device)
-                    source = f"{text}\t" if args.with_source else ""
-                    if args.n_best > 1:
-                        out.writelines(f"{line_no} ||| {source}{hyp} ||| {score:.4f}\n" for hyp, score in nbest)
-                    elif args.print_attention:
-                        out.write(f"{source}{nbest[0][0]} ||| {hard_alignment(attention[0]) if attention else ''}\n")
-                    else:
-                        out.write(f"{source}{nbest[0][0]}\n")
+                    _write(out, args, line_no, text, nbest, attention)
                     if args.plot_attention:
                         _plot(attention, cfg.model.attention.window, f"{line_no}: {text[:60]}",
                               Path(args.plot_attention) / f"{line_no:06d}.png")

@@ -28,17 +28,17 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from nmt import compiled_step
-from nmt.batching import Batch, train_batches
+from nmt.batching import Batch, epoch_batches
 from nmt.checkpoint import load_model
 from nmt.config import register, validate
-from nmt.data import load_corpus, src_normalizer
+from nmt.data.normalize import src_normalizer
+from nmt.data.prepare import Prepared, prepare
 from nmt.decode import translate_texts
-from nmt.device import autocast, pick_device, set_threads
+from nmt.device import autocast, cpu_info, pick_device, set_threads
 from nmt.metrics import score
 from nmt.model import Seq2Seq, build_model
 from nmt.optim import build_optimizer
-from nmt.tokenizer import PAD, load_or_train
-from nmt.train import encode_train
+from nmt.tokenizer import PAD
 from nmt.update import batch_loss
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -83,13 +83,9 @@ def compose_config(config: str, overrides: Sequence[str] = (), data: Optional[st
     return cfg
 
 
-def prepare_text(cfg: DictConfig):
-    """Corpus, tokenizer and the encoded training pairs of ``cfg``."""
-    corpus = load_corpus(cfg.data, need=("train", "dev"))
-    src_text, tgt_text = list(corpus["train"]["src"]), list(corpus["train"]["tgt"])
-    tok = load_or_train(cfg.tokenizer, src_text, tgt_text, seed=cfg.trainer.seed)
-    src, tgt = encode_train(tok, src_text, tgt_text, cfg.data.max_tokens)
-    return corpus, tok, src, tgt
+def prepare_corpus(cfg: DictConfig) -> Prepared:
+    """The corpus as training prepares it (the same pipeline and disk cache): tokenizer, train ids, dev text."""
+    return prepare(cfg.data, cfg.tokenizer, seed=cfg.trainer.seed)
 
 
 def training_speed(model: Seq2Seq, cfg: DictConfig, batches: Sequence[Batch], warmup: int,
@@ -169,28 +165,33 @@ def main() -> int:
     set_threads(tr.threads)
     device = pick_device(tr.device)
     torch.manual_seed(tr.seed)
-    corpus, tok, src, tgt = prepare_text(cfg)
+    corpus = prepare_corpus(cfg)
+    tok = corpus.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
     rng = random.Random(tr.seed)
     batches: list = []
     while len(batches) < args.warmup + args.steps:
-        batches += train_batches(src, tgt, tr.batch_tokens, rng)
+        batches += epoch_batches(corpus.train, tr.batch_tokens, rng)
     train = training_speed(model, cfg, batches[: args.warmup + args.steps], args.warmup, device)
     peak = matmul_peak_gflops() if device.type == "cpu" else float("nan")
     train.update(matmul_peak_gflops=peak, matmul_peak_fraction=train["model_gflops"] / peak)
+    hardware = {**cpu_info(), "fp32_matmul_gflops": peak,
+                "bf16_matmul_gflops": matmul_peak_gflops(torch.bfloat16) if device.type == "cpu" else float("nan")}
     result = {"config": args.config, "overrides": args.overrides, "device": str(device),
-              "threads": torch.get_num_threads(), "train": train}
+              "threads": torch.get_num_threads(), "hardware": hardware, "train": train}
 
     if not args.no_decode:
         dec_model, dec_tok, dec_cfg = model, tok, cfg
         if args.checkpoint:
             dec_model, dec_tok, dec_cfg, _ = load_model(args.checkpoint, device)
         # beam5: our default stop rule (beam hypotheses finished); beam5_first: the peers' rule
-        result["decode"] = decoding_speed(dec_model, dec_tok, dec_cfg, list(corpus["dev"]["src"]),
-                                          list(corpus["dev"]["tgt"]), device)
+        result["decode"] = decoding_speed(dec_model, dec_tok, dec_cfg, list(corpus.dev["src"]),
+                                          list(corpus.dev["tgt"]), device)
 
     t = result["train"]
     print(f"{'config':<28}{args.config} {' '.join(args.overrides)}")
+    print(f"{'CPU':<28}{hardware['model']}, {hardware['cores']} cores, {' '.join(hardware['flags']) or 'no AMX/AVX-512'}; "
+          f"matmul peak fp32 {hardware['fp32_matmul_gflops']:.0f}, bf16 {hardware['bf16_matmul_gflops']:.0f} GFLOP/s")
     print(f"{'train tgt tok/s':<28}{t['tgt_tok_per_s']:,.0f}   (src {t['src_tok_per_s']:,.0f}, "
           f"{t['sents_per_s']:,.0f} sents/s, {t['mean_batch_sents']:.0f} sents/batch)")
     print(f"{'peak RSS':<28}{t['peak_rss_mb']:,.0f} MB")

@@ -1,4 +1,4 @@
-"""Preprocessing at scale: pairs/s and peak memory of ``nmt.prepare`` on synthetic corpora.
+"""Preprocessing at scale: pairs/s and peak memory of ``nmt.data.prepare`` on synthetic corpora.
 
     python scripts/benchmark_data.py --vocab-from ../shared/data/tatoeba-cmn-eng --pairs 1000000 2000000 --json data.json
 
@@ -31,7 +31,7 @@ import json, sys, time
 from omegaconf import OmegaConf
 from nmt.config import DataConfig, TokenizerConfig
 t0 = time.perf_counter()
-from nmt.prepare import prepare
+from nmt.data.prepare import prepare
 from nmt.batching import epoch_batches
 import random
 data = OmegaConf.structured(DataConfig(source="files", dir=sys.argv[1], num_proc=int(sys.argv[3])))

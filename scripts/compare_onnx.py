@@ -20,7 +20,7 @@ def compare(run: str, exported: str, sentences: list[str], beams: list[int]) -> 
     """One row per beam: identical, ties, sentences/s eager and ONNX."""
     import torch
 
-    from nmt.data import src_normalizer
+    from nmt.data.normalize import src_normalizer
     from nmt.decode import load_models, translate_nbest
     from nmt.device import set_threads
     from nmt.onnx_runtime import OnnxTranslator

@@ -30,9 +30,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import compose_config, decoding_speed, matmul_peak_gflops, prepare_text, training_speed  # noqa: E402
+from benchmark import compose_config, decoding_speed, matmul_peak_gflops, prepare_corpus, training_speed  # noqa: E402
 
-from nmt.batching import make_batch, train_batches  # noqa: E402
+from nmt.batching import epoch_batches, make_batch  # noqa: E402
 from nmt.checkpoint import load_model  # noqa: E402
 from nmt.device import pick_device  # noqa: E402
 from nmt.model import build_model  # noqa: E402
@@ -66,14 +66,15 @@ def bench_small(precision: str, size: dict, device: torch.device, smoke: bool, c
     cfg = compose_config("bench_small", [f"trainer.precision={precision}", f"trainer.device={device.type}",
                                          *(SMOKE_DATA if smoke else [])])
     torch.manual_seed(cfg.trainer.seed)
-    corpus, tok, src, tgt = prepare_text(cfg)
+    corpus = prepare_corpus(cfg)
+    tok = corpus.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
     rng, batches = random.Random(cfg.trainer.seed), []
     while len(batches) < size["warmup"] + size["steps"]:
-        batches += train_batches(src, tgt, cfg.trainer.batch_tokens, rng)
+        batches += epoch_batches(corpus.train, cfg.trainer.batch_tokens, rng)
     out = {"train": training_speed(model, cfg, batches[: size["warmup"] + size["steps"]], size["warmup"], device)}
     if size.get("decode"):
-        dev = corpus["dev"].select(range(min(size["dev"], len(corpus["dev"]))))
+        dev = corpus.dev.select(range(min(size["dev"], len(corpus.dev))))
         dec_model, dec_tok, dec_cfg = (load_model(checkpoint, device)[:3] if checkpoint else (model, tok, cfg))
         out["decode"] = decoding_speed(dec_model, dec_tok, dec_cfg, list(dev["src"]), list(dev["tgt"]), device,
                                        runs=(("greedy", 1, "full"), ("beam5", 5, "full")))

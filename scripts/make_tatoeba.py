@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from nmt.data import normalizer, read_lines, read_parallel  # noqa: E402
+from nmt.data.normalize import normalizer  # noqa: E402
+from nmt.data.text import read_lines, read_parallel  # noqa: E402
 
 MAX_GROUP = 20  # a group larger than this (a very common sentence) is never held out whole
 

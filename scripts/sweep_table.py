@@ -25,7 +25,8 @@ def dev_bleu(run: Path, beam: int) -> tuple[float, float]:
     """BLEU and chrF of the run's best checkpoint on its dev split at ``beam``."""
     import torch
 
-    from nmt.data import load_corpus, src_normalizer
+    from nmt.data.corpus import load_corpus
+    from nmt.data.normalize import src_normalizer
     from nmt.decode import evaluate, load_models
 
     models, tok, cfg = load_models([str(run / "checkpoints" / "best.pt")], torch.device("cpu"))

@@ -128,7 +128,7 @@ def hsk_cfg():
 
 @pytest.fixture(scope="session")
 def hsk_corpus(hsk_cfg):
-    from nmt.data import load_corpus
+    from nmt.data.corpus import load_corpus
 
     return load_corpus(hsk_cfg.data, need=("train", "dev", "test"))
 

@@ -105,7 +105,7 @@ def test_batch_to_keeps_index_and_host_lens_on_cpu(pairs):
 
 @pytest.mark.parametrize("view", ["whole", "selected", "from disk"])
 def test_arrow_pairs_give_the_same_batches_as_lists(pairs, view, tmp_path):
-    """Pairs read from an Arrow dataset (as nmt.prepare writes it, or a selected view of one)
+    """Pairs read from an Arrow dataset (as nmt.data.prepare writes it, or a selected view of one)
     batch exactly like the same pairs held in lists."""
     import datasets
 

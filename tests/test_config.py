@@ -39,6 +39,26 @@ def test_yaml_defaults_compose_and_validate():
     assert cfg.trainer.max_minutes > 0
 
 
+GROUPS = sorted(p for p in CONFIGS.rglob("*.yaml") if p.parent.name != "experiment" and p.name != "train.yaml")
+
+
+@pytest.mark.parametrize("path", GROUPS, ids=lambda p: str(p.relative_to(CONFIGS)))
+def test_group_files_hold_choices_not_defaults(path):
+    """Defaults live in one place, the schema: a group file sets only what its choice changes, so the two
+    cannot disagree (they once did: max_minutes 0 in the schema, 60 in the YAML)."""
+    schema = OmegaConf.to_container(OmegaConf.structured(TrainConfig))
+    section = schema[path.relative_to(CONFIGS).parts[0]]
+    if path.parent.name == "attention":
+        section = section["attention"]
+    values = {k: v for k, v in (OmegaConf.to_container(OmegaConf.load(path)) or {}).items() if k != "defaults"}
+    assert set(values) <= set(section), f"{path.name}: keys not in the schema: {set(values) - set(section)}"
+    # each option names itself (data.source, model.attention.mode), even the default one; a hub preset may
+    # spell out its dataset's split names, even where they are the default ones
+    named = {"source", "mode"} | ({"splits"} if path.stem.endswith("_zh_en") else set())
+    same = [k for k, v in values.items() if v == section[k] and k not in named]
+    assert not same, f"{path.name} repeats the schema's defaults for {same}: keep them in nmt/config.py only"
+
+
 @pytest.mark.parametrize("mode", ["global", "local_m", "local_p"])
 def test_experiments_select_their_attention(mode):
     """Each ``+experiment=zh_en_<mode>`` composes, validates and selects its attention mode."""

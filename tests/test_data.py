@@ -11,7 +11,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from nmt.config import DataConfig
-from nmt.data import DataError, clean, load_corpus, normalizer, read_lines
+from nmt.data.clean import clean
+from nmt.data.corpus import load_corpus
+from nmt.data.normalize import normalizer
+from nmt.data.text import DataError, read_lines
 
 TRAD, SIMP = "這是一個測試", "这是一个测试"
 

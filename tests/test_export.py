@@ -67,7 +67,7 @@ def test_export_cli_writes_a_complete_folder(exported, run_cli, tmp_path):
 
 def test_runtime_without_torch_matches_eager(exported, trained_run, hsk_corpus, cli_env):
     """Greedy and beam 5 on the dev split, decoded in a process that cannot import torch."""
-    from nmt.data import src_normalizer
+    from nmt.data.normalize import src_normalizer
     from nmt.decode import load_models, translate_nbest
 
     texts = list(hsk_corpus["dev"]["src"])

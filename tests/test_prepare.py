@@ -14,10 +14,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from nmt import prepare as prepare_module
 from nmt.config import DataConfig, TokenizerConfig, register, validate
-from nmt.data import DataError, load_corpus
-from nmt.prepare import prepare
+from nmt.data import prepare as prepare_module
+from nmt.data.corpus import load_corpus
+from nmt.data.prepare import prepare
+from nmt.data.text import DataError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 ZH = "我你他她们是不好大小人天中国学生喜欢吃饭喝水看书去来说话"
@@ -181,8 +182,8 @@ def test_prepare_reuses_its_cache_and_rebuilds_when_the_corpus_or_settings_chang
     cfg = data_cfg(source="files", dir=str(folder))
     first = prepare(cfg, tok_cfg(), seed=1)
     calls = []
-    monkeypatch.setattr(prepare_module, "clean", lambda *a, **k: calls.append(1) or pytest.fail("cleaned again"))
-    with caplog.at_level(logging.INFO, logger="nmt.prepare"):
+    monkeypatch.setattr(prepare_module, "clean_splits", lambda *a, **k: calls.append(1) or pytest.fail("cleaned again"))
+    with caplog.at_level(logging.INFO, logger="nmt.data.prepare"):
         again = prepare(cfg, tok_cfg(), seed=1)
     assert again.folder == first.folder and "reusing" in caplog.text and not calls
     assert again.train.rows([3]) == first.train.rows([3])
@@ -234,7 +235,7 @@ def test_a_damaged_prepared_corpus_is_a_clear_error(tmp_path):
 
 def test_prepare_needs_train_and_dev(tmp_path):
     folder = write_files(tmp_path / "c", {"train": 50})
-    with pytest.raises(DataError, match="no 'dev' split, which training needs"):
+    with pytest.raises(DataError, match="no 'dev' split, which is needed here"):
         prepare(data_cfg(source="files", dir=str(folder)), tok_cfg(), seed=1)
 
 
@@ -243,7 +244,7 @@ def test_duplicate_removal_keeps_the_first_copy_of_each_kept_pair():
     import numpy as np
     import pyarrow as pa
 
-    from nmt.data import _drop_duplicates
+    from nmt.data.clean import drop_duplicates
 
     rng = np.random.default_rng(0)
     keys = rng.integers(-50, 50, size=3000)  # many repeats, negative hashes too
@@ -255,7 +256,7 @@ def test_duplicate_removal_keeps_the_first_copy_of_each_kept_pair():
                 expected[i] = False
             seen.add(k)
     n_kept = int(keep.sum())
-    dropped = _drop_duplicates(pa.chunked_array([keys[:1000], keys[1000:1700], keys[1700:]]), keep)
+    dropped = drop_duplicates(pa.chunked_array([keys[:1000], keys[1000:1700], keys[1700:]]), keep)
     assert (keep == expected).all()
     assert dropped == n_kept - int(expected.sum())
 

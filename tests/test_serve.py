@@ -20,7 +20,7 @@ SENTENCES = ["老师，您好！", "图书馆在学校里边。", "谢谢你！�
 @pytest.fixture(scope="module")
 def reference(trained_run):
     """What ``nmt.translate`` gives for SENTENCES with beam 2: [(tgt, score)]."""
-    from nmt.data import src_normalizer
+    from nmt.data.normalize import src_normalizer
     from nmt.decode import load_models, translate_nbest
 
     models, tok, cfg = load_models([str(trained_run)], torch.device("cpu"))

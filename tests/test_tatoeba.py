@@ -10,7 +10,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from nmt.config import DataConfig
-from nmt.data import PACKAGED, DataError, load_corpus, load_raw, normalizer
+from nmt.data.corpus import load_corpus, load_raw
+from nmt.data.normalize import normalizer
+from nmt.data.tatoeba import PACKAGED
+from nmt.data.text import DataError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

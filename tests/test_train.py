@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from nmt import checkpoint
 from nmt.batching import make_batch, train_batches
 from nmt.config import ConfigError, ModelConfig, TrainConfig
-from nmt.data import DataError
+from nmt.data.text import DataError
 from nmt.model import build_model
 from nmt.search import greedy
 from nmt.train import train

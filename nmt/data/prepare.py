@@ -28,7 +28,9 @@ import sentencepiece as spm
 from nmt import __version__
 from nmt.batching import Pairs
 from nmt.config import DataConfig, TokenizerConfig
-from nmt.data import DataError, cache_root, clean, load_raw, map_cached, num_workers
+from nmt.data.cache import cache_root, map_cached, num_workers
+from nmt.data.corpus import clean_splits, load_raw, require
+from nmt.data.text import DataError
 from nmt.tokenizer import Tokenizer, load_or_train
 
 log = logging.getLogger(__name__)
@@ -75,10 +77,7 @@ def prepare(
     """The train split as piece ids and the dev split as text, from the cache when it matches."""
     t0 = time.perf_counter()
     raw = load_raw(data)
-    for split in ("train", "dev"):
-        if split not in raw:
-            where = data.dir or data.name or data.source
-            raise DataError(f"corpus {where} has no {split!r} split, which training needs")
+    require(raw, ("train", "dev"), data)
     identity = {s: raw[s]._fingerprint for s in ("train", "dev", "test") if s in raw}
 
     def folder_for(fixed: Optional[Tokenizer]) -> Path:
@@ -98,12 +97,8 @@ def prepare(
     settings = _settings(data, tok_cfg, seed, tokenizer)
     folder = folder_for(tokenizer)
     report: dict = {}
-    train = clean(raw["train"], data, "train", report)
-    dev = clean(raw["dev"], data, "dev", report)
-    test = clean(raw["test"], data, "test", report) if "test" in raw else None
-    for split, ds in (("train", train), ("dev", dev)):
-        if len(ds) == 0:
-            raise DataError(f"split {split!r} is empty after cleaning")
+    cleaned = clean_splits(raw, data, ("train", "dev"), report)
+    train, dev, test = cleaned["train"], cleaned["dev"], cleaned.get("test")
     if tokenizer is None:
         tokenizer = _train_tokenizer(train, tok_cfg, seed)
     log.info("vocabulary: %d source / %d target pieces", tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)

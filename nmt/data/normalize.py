@@ -5,7 +5,10 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:  # the ONNX runtime imports this module without the training stack
+    from nmt.config import DataConfig
 
 
 @lru_cache(maxsize=4)
@@ -27,3 +30,12 @@ def normalizer(opencc: Optional[str] = None) -> Callable[[str], str]:
         return conv.convert(text) if conv is not None else text
 
     return norm
+
+
+def src_normalizer(cfg: DataConfig) -> Callable[[str], str]:
+    """Normalization of the source side (OpenCC applies only to a Chinese side)."""
+    return normalizer(cfg.opencc if cfg.src_lang.startswith("zh") else None)
+
+
+def tgt_normalizer(cfg: DataConfig) -> Callable[[str], str]:
+    return normalizer(cfg.opencc if cfg.tgt_lang.startswith("zh") else None)
