@@ -13,13 +13,12 @@ batched search in this process, for the throughput ratio. Prints a table, or JSO
 from __future__ import annotations
 
 import argparse
+import http.client
 import itertools
 import json
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -30,22 +29,46 @@ BAD = [b"{not json", json.dumps({"text": [1]}).encode(), json.dumps({"text": ["\
        json.dumps({"text": []}).encode(), json.dumps([{"src": "\u4f60\u597d", "id": 99}]).encode()]
 
 
-def post(url: str, body: bytes, timeout: float) -> tuple[int, object]:
-    """Status and JSON answer of one POST (no proxies: loopback only)."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
-    try:
-        with opener.open(req, timeout=timeout) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        try:
-            return e.code, json.loads(e.read())
-        except ValueError:
-            return e.code, None
+class Client:
+    """One client's keep-alive HTTP/1.1 connection, as an HTTP library holds it; reconnects once when the
+    server has closed it (after a 4xx answer, or idle)."""
+
+    def __init__(self, url: str, timeout: float, keep_alive: bool = True):
+        parts = urlsplit(url)
+        self.host, self.port, self.timeout, self.keep_alive = parts.hostname, parts.port or 80, timeout, keep_alive
+        self.conn: http.client.HTTPConnection | None = None
+
+    def post(self, path: str, body: bytes) -> tuple[int, object]:
+        """Status and JSON answer of one POST (None where the answer is not JSON)."""
+        for attempt in (1, 2):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            try:
+                self.conn.request("POST", path, body, {"Content-Type": "application/json",
+                                                       "Connection": "keep-alive" if self.keep_alive else "close"})
+                answer = self.conn.getresponse()
+                data = answer.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                self.close()
+                if attempt == 2:
+                    raise
+                continue
+            if not self.keep_alive or answer.will_close:
+                self.close()
+            try:
+                return answer.status, json.loads(data)
+            except ValueError:
+                return answer.status, None
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
 def run_load(url: str, sentences: list[str], clients: int, beam: int, requests: int, seconds: float,
-             malformed: int) -> dict:
+             malformed: int, keep_alive: bool = True) -> dict:
     """Drive the server; latencies of good requests, error counts, and the bad requests' statuses."""
     total = min(requests, len(sentences)) if requests else len(sentences)
     bad_at = set(np.linspace(0, total - 1, malformed).astype(int).tolist()) if malformed else set()
@@ -53,6 +76,7 @@ def run_load(url: str, sentences: list[str], clients: int, beam: int, requests: 
     lat, errors, bad_status, deadline = [], [], [], time.monotonic() + seconds
 
     def client() -> None:
+        http_client = Client(url, seconds, keep_alive)
         while time.monotonic() < deadline:
             with lock:
                 i = next(counter)
@@ -60,19 +84,19 @@ def run_load(url: str, sentences: list[str], clients: int, beam: int, requests: 
                 return
             if i in bad_at:
                 try:
-                    status, _ = post(url + "/translate", BAD[len(bad_status) % len(BAD)], seconds)
+                    status, _ = http_client.post("/translate", BAD[len(bad_status) % len(BAD)])
                 except (OSError, ValueError):  # a reset connection is not the 4xx answer asked for
                     status = 0
                 with lock:
                     bad_status.append(status)
             t0 = time.monotonic()
             try:
-                status, answer = post(url + "/translate", json.dumps({"text": [sentences[i]], "beam": beam}).encode(),
-                                      seconds)
+                status, answer = http_client.post("/translate", json.dumps({"text": [sentences[i]], "beam": beam}).encode())
             except (OSError, ValueError) as e:  # no answer, or not JSON: an error, never a lost sentence
                 status, answer = 0, {"error": str(e)}
             with lock:
                 (lat if status == 200 else errors).append(time.monotonic() - t0 if status == 200 else (status, answer))
+        http_client.close()
 
     start = time.monotonic()
     threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
@@ -82,7 +106,7 @@ def run_load(url: str, sentences: list[str], clients: int, beam: int, requests: 
         t.join(timeout=seconds + 30)
     wall = time.monotonic() - start
     ms = np.array(lat) * 1000 if lat else np.zeros(1)
-    return {"clients": clients, "beam": beam, "sentences": len(lat), "seconds": round(wall, 2),
+    return {"clients": clients, "beam": beam, "keep_alive": keep_alive, "sentences": len(lat), "seconds": round(wall, 2),
             "sentences_per_s": round(len(lat) / wall, 2), "p50_ms": round(float(np.percentile(ms, 50)), 1),
             "p95_ms": round(float(np.percentile(ms, 95)), 1), "p99_ms": round(float(np.percentile(ms, 99)), 1),
             "errors": len(errors), "first_error": errors[0] if errors else None, "malformed_sent": len(bad_status),
@@ -93,7 +117,7 @@ def compare(run: str, sentences: list[str], beam: int) -> float:
     """Sentences/s of ``nmt.translate``'s batched search on the same sentences, in this process."""
     import torch
 
-    from nmt.data import src_normalizer
+    from nmt.data.normalize import src_normalizer
     from nmt.decode import load_models, translate_nbest
     from nmt.device import set_threads
 
@@ -113,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=0, help="at most this many sentences (0: the whole file)")
     p.add_argument("--seconds", type=float, default=120.0, help="stop after this long")
     p.add_argument("--malformed", type=int, default=0, help="bad requests mixed in")
+    p.add_argument("--no-keep-alive", action="store_true", help="a new connection per request (default: one per client)")
     p.add_argument("--compare", metavar="RUN", help="also time nmt.translate on the sentences sent")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -123,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--clients must be 1..256 and --seconds positive")
     sentences = [s for s in Path(args.input).read_text(encoding="utf-8").splitlines() if s.strip()]
     report = run_load(args.url.rstrip("/"), sentences, args.clients, args.beam, args.requests, args.seconds,
-                      args.malformed)
+                      args.malformed, keep_alive=not args.no_keep_alive)
     if args.compare:
         sps = compare(args.compare, sentences[: report["sentences"]], args.beam)
         report.update(translate_sentences_per_s=round(sps, 2), ratio=round(report["sentences_per_s"] / sps, 3))
