@@ -86,7 +86,9 @@ class ModelConfig:
 @dataclass
 class TrainerConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
-    precision: str = "auto"  # auto (bf16 on CUDA, else fp32) | fp32 | bf16 | fp16
+    # auto (bf16 on CUDA; on a CPU with bf16 instructions, measured at start-up) | fp32 | bf16 | fp16 |
+    # bf16_output (the output projection W_s and its loss in bf16, the rest fp32); nmt/precision.py
+    precision: str = "auto"
     seed: int = 42
     threads: int = 0  # CPU threads; 0 = the cores, shared among torchrun's local processes
     # torch.compile the decoder step; None = auto: on CUDA (launch-bound), not on the CPU (there +13 % tok/s
@@ -234,7 +236,7 @@ def validate_model(m: ModelConfig) -> None:
 
 
 def _validate_trainer(tr: TrainerConfig) -> None:
-    check_choice("trainer.precision", tr.precision, ("auto", "fp32", "bf16", "fp16"))
+    check_choice("trainer.precision", tr.precision, ("auto", "fp32", "bf16", "fp16", "bf16_output"))
     dev = str(tr.device)
     if dev not in ("auto", "cpu", "cuda", "mps") and not dev.startswith("cuda:"):
         raise ConfigError(f"trainer.device={dev!r} is not valid; choose auto, cpu, cuda, cuda:N or mps")

@@ -50,10 +50,11 @@ def set_threads(threads: int = 0) -> None:
 
 
 def autocast(device: torch.device, precision: str):
-    """Autocast context for ``precision`` (auto = bf16 on CUDA, fp32 elsewhere)."""
+    """Autocast context for ``precision`` (auto = bf16 on CUDA, fp32 elsewhere; bf16_output is the
+    model's own, see ``Seq2Seq.bf16_output``)."""
     if precision == "auto":
         precision = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
-    if precision == "fp32":
+    if precision in ("fp32", "bf16_output"):
         return contextlib.nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device_type=device.type, dtype=dtype)

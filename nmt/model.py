@@ -18,6 +18,7 @@ class Seq2Seq(nn.Module):
     def __init__(self, encoder: Encoder, decoder: Decoder):
         super().__init__()
         self.encoder, self.decoder = encoder, decoder
+        self.bf16_output = False  # W_s in bf16 autocast (trainer.precision=bf16_output, nmt/precision.py)
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: HostLens) -> tuple[Source, State]:
         """Source states, attention keys and mask (once per batch), and the decoder's first state.
@@ -59,6 +60,9 @@ class Seq2Seq(nn.Module):
         """Teacher-forced logits (batch, tgt_len, vocab) and, if asked, attention weights."""
         source, state = self.encode(src, src_lens, host_lens)
         att, weights, _ = self.decoder(tgt_in, state, source, keep_attention)  # (batch, tgt_len, hidden)
+        if self.bf16_output:  # (enabled=False would switch off an enclosing autocast)
+            with torch.autocast(att.device.type, torch.bfloat16):
+                return self.decoder.out(att), weights
         return self.decoder.out(att), weights
 
     @torch.no_grad()

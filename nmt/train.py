@@ -26,7 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
-from nmt import __version__, checkpoint, compiled_step, distributed
+from nmt import __version__, checkpoint, compiled_step, distributed, precision
 from nmt.batching import Batch, Pairs, epoch_batches, train_batches
 from nmt.budget import Budget, StopSignal, fmt_time
 from nmt.checkpoint import CheckpointError
@@ -83,7 +83,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         "parameters": sum(p.numel() for p in up.model.parameters()),
         "train_tgt_tok_per_s": up.total_tgt_tokens * world_size / max(train_seconds, 1e-9),
         "peak_memory_mb": peak_memory_mb(device), "best_valid_bleu": state.best_bleu, "history": history,
-        "stopped_by": stop_reason or "budget",
+        "stopped_by": stop_reason or "budget", "precision": tr.precision,
     }
     if main:
         final_scores(cfg, prepared, validator, metrics, state.step)
@@ -137,6 +137,8 @@ def build_updater(cfg: DictConfig, tok: Tokenizer, resumed: Optional[dict], rank
     """Model, optimizer, schedule, loss scaler and counters, restored from ``resumed`` if given."""
     tr = cfg.trainer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device)
+    tr.precision = precision.choose(tr, model, device)  # auto resolved once: updates and validation read it
+    model.bf16_output = tr.precision == "bf16_output"
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s parameters | attention %s/%s", f"{n_params:,}", cfg.model.attention.score, cfg.model.attention.mode)
     opt = build_optimizer(tr, model.parameters())

@@ -27,7 +27,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from nmt import compiled_step
+from nmt import compiled_step, precision
 from nmt.batching import Batch, epoch_batches
 from nmt.checkpoint import load_model
 from nmt.config import register, validate
@@ -92,6 +92,8 @@ def training_speed(model: Seq2Seq, cfg: DictConfig, batches: Sequence[Batch], wa
                    device: torch.device) -> dict:
     """Train on ``batches[:warmup]`` untimed, then time the rest: tokens/s, FLOPs, peak memory."""
     tr = cfg.trainer
+    tr.precision = precision.choose(tr, model, device)  # as training resolves auto
+    model.bf16_output = tr.precision == "bf16_output"
     if compiled_step.wanted(tr.compile, device, model.decoder):
         compiled_step.compile_step(model.decoder)
     opt = build_optimizer(tr, model.parameters())
