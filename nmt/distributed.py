@@ -77,6 +77,15 @@ def any_true(flag: bool, device: torch.device) -> bool:
     return bool(t.item())
 
 
+def from_rank0(value: str) -> str:
+    """Rank 0's ``value`` on every rank: one decision for all (e.g. a precision chosen by timing)."""
+    if not active():
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def cleanup() -> None:
     global _wait_group
     if active():

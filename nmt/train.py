@@ -137,7 +137,7 @@ def build_updater(cfg: DictConfig, tok: Tokenizer, resumed: Optional[dict], rank
     """Model, optimizer, schedule, loss scaler and counters, restored from ``resumed`` if given."""
     tr = cfg.trainer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device)
-    tr.precision = precision.choose(tr, model, device)  # auto resolved once: updates and validation read it
+    tr.precision = distributed.from_rank0(precision.choose(tr, model, device))  # auto resolved once, for all ranks
     model.bf16_output = tr.precision == "bf16_output"
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s parameters | attention %s/%s", f"{n_params:,}", cfg.model.attention.score, cfg.model.attention.mode)
