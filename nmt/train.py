@@ -83,7 +83,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         "parameters": sum(p.numel() for p in up.model.parameters()),
         "train_tgt_tok_per_s": up.total_tgt_tokens * world_size / max(train_seconds, 1e-9),
         "peak_memory_mb": peak_memory_mb(device), "best_valid_bleu": state.best_bleu, "history": history,
-        "stopped_by": stop_reason or "budget", "precision": tr.precision,
+        "stopped_by": stop_reason or "budget", "precision": up.tr.precision,
     }
     if main:
         final_scores(cfg, prepared, validator, metrics, state.step)
@@ -137,6 +137,8 @@ def build_updater(cfg: DictConfig, tok: Tokenizer, resumed: Optional[dict], rank
     """Model, optimizer, schedule, loss scaler and counters, restored from ``resumed`` if given."""
     tr = cfg.trainer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device)
+    if resumed is not None and tr.precision == "auto":  # a resumed run keeps the precision it measured
+        tr.precision = resumed["config"]["trainer"]["precision"]
     tr.precision = distributed.from_rank0(precision.choose(tr, model, device))  # auto resolved once, for all ranks
     model.bf16_output = tr.precision == "bf16_output"
     n_params = sum(p.numel() for p in model.parameters())

@@ -276,6 +276,20 @@ def test_bf16_trains_on_cpu_and_fp16_is_refused_there(digits_dir, tmp_path):
     assert not (tmp_path / "r16").exists()
 
 
+def test_auto_precision_is_chosen_once_and_a_resumed_run_keeps_it(digits_dir, tmp_path, monkeypatch):
+    """The precision auto measured goes into the checkpoint; resuming with auto does not measure again
+    (another machine state could choose otherwise and change the run's numbers)."""
+    from nmt import precision
+
+    picks = iter(["bf16_output", "fp32"])
+    monkeypatch.setattr(precision, "choose", lambda tr, model, device: tr.precision if tr.precision != "auto" else next(picks))
+    first = train(digits_cfg(digits_dir, max_steps=10, valid_every=10, test_beam=0), tmp_path / "r")
+    assert first["precision"] == "bf16_output"
+    assert checkpoint.load(tmp_path / "r" / "checkpoints" / "last.pt")["config"]["trainer"]["precision"] == "bf16_output"
+    resumed = train(digits_cfg(digits_dir, max_steps=20, valid_every=10, test_beam=0, resume="auto"), tmp_path / "r")
+    assert resumed["precision"] == "bf16_output" and resumed["steps"] == 20
+
+
 def test_keep_best_and_last_and_full_dev_at_the_end(digits_dir, tmp_path):
     """keep_last=2 keeps the two newest step checkpoints, keep_best=2 the two best; with a dev
     subsample for frequent validation, the whole dev split is scored once at the end."""
