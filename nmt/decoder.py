@@ -121,20 +121,18 @@ class Decoder(nn.Module):
         logp = torch.log_softmax(self.out(feed).squeeze(1).float(), dim=-1)  # (batch, vocab)
         return logp, feed, state, a, p
 
-    # Input feeding, and search, run one step at a time. For an LSTM the cell is written out with
-    # the nn.LSTM's own parameters (one nn.LSTM call per step costs ~1 ms on the CPU, more than the
-    # step's arithmetic): the embedding part of layer 0's input projection is then one matmul over
-    # all steps, and each layer's step is one matmul over [input; h] (layer 0 without input feeding: h).
+    # The input-feeding RNN runs one step at a time. For an LSTM the cell is written out with
+    # the nn.LSTM's own parameters: the embedding half of layer 0's input projection is then
+    # one matmul over all steps, and each layer's step is one matmul over [input; h].
     def step_weights(self) -> Optional[list[tuple[torch.Tensor, Optional[torch.Tensor]]]]:
-        """The per-layer [input; h] weight matrices of the LSTM (None for a GRU)."""
+        """The per-layer [input; h] weight matrices of the input-feeding LSTM (None otherwise)."""
         return self._weights()
 
     def _weights(self) -> Optional[list[tuple[torch.Tensor, Optional[torch.Tensor]]]]:
-        if self.rnn.mode != "LSTM":
+        if not self.input_feeding or self.rnn.mode != "LSTM":
             return None
         r, E = self.rnn, self.embed.embedding_dim
-        first = torch.cat([r.weight_ih_l0[:, E:], r.weight_hh_l0], 1) if self.input_feeding else r.weight_hh_l0
-        w = [(first, None)]  # (4H, 2H): [feed; h], or (4H, H): h
+        w = [(torch.cat([r.weight_ih_l0[:, E:], r.weight_hh_l0], 1), None)]  # (4H, 2H): [feed; h]
         for l in range(1, r.num_layers):
             W = torch.cat([getattr(r, f"weight_ih_l{l}"), getattr(r, f"weight_hh_l{l}")], 1)  # (4H, 2H)
             w.append((W, getattr(r, f"bias_ih_l{l}") + getattr(r, f"bias_hh_l{l}")))
@@ -159,10 +157,9 @@ class Decoder(nn.Module):
         else:
             h0, c0 = state
             hs, cs = [], []
-            inp = feed.squeeze(1) if self.input_feeding else None  # (batch, hidden)
+            inp = feed.squeeze(1)  # (batch, hidden)
             for l, (W, b) in enumerate(w):
-                hx = h0[l] if inp is None else torch.cat([inp, h0[l]], -1)
-                gates = torch.addmm(x if l == 0 else b, hx, W.t())  # (batch, 4H)
+                gates = torch.addmm(x if l == 0 else b, torch.cat([inp, h0[l]], -1), W.t())  # (batch, 4H)
                 i, f, g, o = gates.chunk(4, -1)
                 c = torch.sigmoid(f) * c0[l] + torch.sigmoid(i) * torch.tanh(g)
                 hl = torch.sigmoid(o) * torch.tanh(c)
