@@ -1,10 +1,10 @@
 """Micro-batching for the server: requests that arrive within a few milliseconds decode as one batch.
 
 Callers ``await batcher.submit(key, texts, timeout)``; one worker task collects the waiting
-requests until as many lines wait as the last batch had, or for at most ``wait_ms``, groups
-them by ``key`` (requests with other search settings cannot share a beam search), decodes each
-group in one call on a single worker thread and hands every caller its own lines back. A group
-whose decode fails is decoded again request by request, so one bad request only fails itself.
+requests for ``wait_ms``, groups them by ``key`` (requests with other search settings cannot
+share a beam search), decodes each group in one call on a single worker thread and hands every
+caller its own lines back. A group whose decode fails is decoded again request by request, so
+one bad request only fails itself.
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ class _Job:
 
 
 class Batcher:
-    """Collects jobs (as many lines as the last batch, for at most ``wait_ms``), then decodes at most
-    ``max_lines`` lines per call."""
+    """Collects jobs for ``wait_ms``, then decodes at most ``max_lines`` lines per call."""
 
     def __init__(self, decode: Decode, wait_ms: float = 5.0, max_lines: int = 256, max_queue: int = 2048):
         self.decode, self.wait = decode, wait_ms / 1000.0
@@ -85,32 +84,17 @@ class Batcher:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        expected = 1  # lines of the last batch: callers answered together tend to ask again together
         while True:
             if not self.pending:
                 self._wake.clear()
                 await self._wake.wait()
-            await self._collect(min(expected, self.max_lines), loop.time() + self.wait)
+            await asyncio.sleep(self.wait)  # let concurrent requests join the batch
             jobs = self._take()
-            expected = max(1, sum(len(job.texts) for job in jobs))
             groups: dict[Hashable, list[_Job]] = {}
             for job in jobs:
                 groups.setdefault(job.key, []).append(job)
             for key, group in groups.items():
                 await self._decode_group(loop, key, group)
-
-    async def _collect(self, lines: int, deadline: float) -> None:
-        """Wait until ``lines`` lines are waiting or ``deadline`` (loop time) has come, whichever first:
-        a lone caller is decoded at once, a crowd that was just answered has a moment to ask again."""
-        while self.waiting_lines < lines:
-            left = deadline - asyncio.get_running_loop().time()
-            if left <= 0:
-                return
-            self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), left)
-            except asyncio.TimeoutError:
-                return
 
     async def _decode_group(self, loop: asyncio.AbstractEventLoop, key: Hashable, group: list[_Job]) -> None:
         lines = [t for job in group for t in job.texts]

@@ -139,38 +139,6 @@ def test_batcher_groups_by_key_and_isolates_failures():
     assert calls[0] == (1, ["a", "b", "bad"])  # one call for key 1, then one by one after it failed
 
 
-def test_batcher_waits_for_as_many_lines_as_its_last_batch_and_no_longer_than_wait_ms():
-    """A lone first request decodes at once; after a batch of 3 the next waits for 3 lines (arriving
-    50 ms apart) instead of decoding the first alone; a batch that never fills goes after wait_ms."""
-    calls = []
-
-    def decode(key, lines):
-        calls.append(list(lines))
-        return list(lines)
-
-    async def late(b, text, delay):
-        await asyncio.sleep(delay)
-        return await b.submit(0, [text], 5)
-
-    async def main():
-        b = Batcher(decode, wait_ms=400)
-        b.start()
-        t0 = time.monotonic()
-        await b.submit(0, ["a"], 5)
-        lone = time.monotonic() - t0
-        await asyncio.gather(b.submit(0, ["b"], 5), b.submit(0, ["c"], 5), b.submit(0, ["d"], 5))
-        await asyncio.gather(late(b, "e", 0), late(b, "f", 0.05), late(b, "g", 0.1))
-        t0 = time.monotonic()
-        await asyncio.gather(late(b, "h", 0), late(b, "i", 0.05))  # 2 of the 3 expected lines come
-        short = time.monotonic() - t0
-        await b.stop()
-        return lone, short
-
-    lone, short = _run(main())
-    assert calls == [["a"], ["b", "c", "d"], ["e", "f", "g"], ["h", "i"]]
-    assert lone < 0.3 and 0.35 < short < 5
-
-
 def test_batcher_queue_limit_and_timeout():
     def slow(key, lines):
         time.sleep(0.3)
