@@ -63,7 +63,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         )
     tok = prepared.tokenizer
     dev = dev_set(prepared, tr)
-    up = build_updater(cfg, tok, resumed, rank, world_size, device, run_dir)
+    up = build_updater(cfg, prepared, resumed, rank, world_size, device, run_dir)
     if main:
         write_run_files(run_dir, tok, prepared.report, world_size, device)
     validator = Validator(cfg, up.model, tok, src_normalizer(cfg.data), dev, device, up.writer, ckpt_dir,
@@ -132,14 +132,15 @@ def dev_set(prepared: Prepared, tr: DictConfig) -> tuple[list[str], list[str], l
     return src, tgt, list(train_batches(tok.encode_src(src), tok.encode_tgt(tgt), tr.batch_tokens, random.Random(0)))
 
 
-def build_updater(cfg: DictConfig, tok: Tokenizer, resumed: Optional[dict], rank: int, world_size: int,
+def build_updater(cfg: DictConfig, prepared: Prepared, resumed: Optional[dict], rank: int, world_size: int,
                   device: torch.device, run_dir: Path) -> Updater:
     """Model, optimizer, schedule, loss scaler and counters, restored from ``resumed`` if given."""
-    tr = cfg.trainer
+    tr, tok = cfg.trainer, prepared.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device)
     if resumed is not None and tr.precision == "auto":  # a resumed run keeps the precision it measured
         tr.precision = resumed["config"]["trainer"]["precision"]
-    tr.precision = distributed.from_rank0(precision.choose(tr, model, device))  # auto resolved once, for all ranks
+    timing = epoch_batches(prepared.train, tr.batch_tokens, random.Random(0), tr.batch_sentences or 100_000)[:8]
+    tr.precision = distributed.from_rank0(precision.choose(tr, model, device, timing))  # resolved once, for all ranks
     model.bf16_output = tr.precision == "bf16_output"
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s parameters | attention %s/%s", f"{n_params:,}", cfg.model.attention.score, cfg.model.attention.mode)

@@ -92,7 +92,7 @@ def training_speed(model: Seq2Seq, cfg: DictConfig, batches: Sequence[Batch], wa
                    device: torch.device) -> dict:
     """Train on ``batches[:warmup]`` untimed, then time the rest: tokens/s, FLOPs, peak memory."""
     tr = cfg.trainer
-    tr.precision = precision.choose(tr, model, device)  # as training resolves auto
+    tr.precision = precision.choose(tr, model, device, batches[:8])  # as training resolves auto
     model.bf16_output = tr.precision == "bf16_output"
     if compiled_step.wanted(tr.compile, device, model.decoder):
         compiled_step.compile_step(model.decoder)

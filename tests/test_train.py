@@ -282,7 +282,7 @@ def test_auto_precision_is_chosen_once_and_a_resumed_run_keeps_it(digits_dir, tm
     from nmt import precision
 
     picks = iter(["bf16_output", "fp32"])
-    monkeypatch.setattr(precision, "choose", lambda tr, model, device: tr.precision if tr.precision != "auto" else next(picks))
+    monkeypatch.setattr(precision, "choose", lambda tr, *_: tr.precision if tr.precision != "auto" else next(picks))
     first = train(digits_cfg(digits_dir, max_steps=10, valid_every=10, test_beam=0), tmp_path / "r")
     assert first["precision"] == "bf16_output"
     assert checkpoint.load(tmp_path / "r" / "checkpoints" / "last.pt")["config"]["trainer"]["precision"] == "bf16_output"
