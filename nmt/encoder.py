@@ -34,16 +34,10 @@ class Encoder(nn.Module):
         self.output_size = hidden
 
     def forward(self, src: torch.Tensor, host_lens: HostLens) -> tuple[torch.Tensor, object]:
-        """Encode a padded batch.
+        """Encode src (batch, src_len) with host_lens on the CPU (packing needs them there; ints pass DDP).
 
-        Args:
-            src: (batch, src_len) token ids.
-            host_lens: (batch,) lengths on the CPU (packing needs them there): a CPU tensor, or
-                ints (what reaches a module under DistributedDataParallel, which moves tensors).
-        Returns:
-            memory: (batch, src_len, hidden), zeros at padding.
-            final: the last state of every layer with directions concatenated,
-                (layers, batch, hidden) for a GRU, a pair of them for an LSTM.
+        Returns memory (batch, src_len, hidden), zeros at padding, and the last state of every layer with
+        directions concatenated: (layers, batch, hidden) for a GRU, a pair of them for an LSTM.
         """
         x = self.dropout(self.embed(src))  # (batch, src_len, emb)
         packed = pack_padded_sequence(x, host_lens, batch_first=True, enforce_sorted=False)
@@ -55,6 +49,5 @@ class Encoder(nn.Module):
 
     def _merge(self, s: torch.Tensor) -> torch.Tensor:
         # (layers * dirs, batch, hidden/dirs) -> (layers, batch, hidden)
-        layers_dirs, batch, h = s.shape
-        s = s.view(self.layers, self.dirs, batch, h)
+        s = s.view(self.layers, self.dirs, *s.shape[1:])
         return torch.cat([s[:, d] for d in range(self.dirs)], dim=-1)
