@@ -204,7 +204,8 @@ def validate_model(m: ModelConfig) -> None:
     check_choice("model.rnn_type", m.rnn_type, ("lstm", "gru"))
     check_positive("model", m, ("emb_size", "hidden_size", "encoder_layers", "decoder_layers", "init_range"))
     if m.bidirectional and m.hidden_size % 2:
-        raise ConfigError(f"model.hidden_size={m.hidden_size} must be even with model.bidirectional=true (each direction gets half)")
+        raise ConfigError(f"model.hidden_size={m.hidden_size} must be even with model.bidirectional=true "
+                          "(each direction gets half)")
     if not 0 <= m.dropout < 1:
         raise ConfigError(f"model.dropout={m.dropout} must be in [0, 1)")
     a = m.attention

@@ -19,17 +19,12 @@ class Scores:
         return dict(self.__dict__)
 
 
-def bleu_tokenizer(lang: str) -> str:
-    """sacrebleu's tokenizer for the target language: 'zh' for Chinese, 'ja-mecab' not assumed."""
-    return "zh" if lang.startswith("zh") else "13a"
-
-
 def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], tgt_lang: str = "en") -> Scores:
-    """``refs`` is a list of reference streams, each aligned with ``hyps``."""
+    """``refs`` is a list of reference streams, each aligned with ``hyps``; sacrebleu's zh tokenizer for Chinese."""
     for i, r in enumerate(refs):
         if len(r) != len(hyps):
             raise ValueError(f"reference set {i + 1} has {len(r)} lines but there are {len(hyps)} hypotheses")
-    bleu = BLEU(tokenize=bleu_tokenizer(tgt_lang))
+    bleu = BLEU(tokenize="zh" if tgt_lang.startswith("zh") else "13a")
     chrf = CHRF()
     b = bleu.corpus_score(list(hyps), [list(r) for r in refs])
     c = chrf.corpus_score(list(hyps), [list(r) for r in refs])

@@ -20,10 +20,7 @@ def cache_root() -> Path:
 
 def num_workers(cfg: DataConfig, rows: int) -> Optional[int]:
     """Processes for ``Dataset.map``: data.num_proc, or one per core for corpora over 50k pairs."""
-    if cfg.num_proc:
-        n = cfg.num_proc
-    else:
-        n = available_cores() if rows > 50_000 else 1
+    n = cfg.num_proc or (available_cores() if rows > 50_000 else 1)
     return n if n > 1 and rows > n else None
 
 

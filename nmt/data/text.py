@@ -14,25 +14,12 @@ class DataError(ValueError):
 
 def read_lines(path: Path) -> list[str]:
     """Lines of a UTF-8 text file; invalid UTF-8 is an error naming the file and line."""
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise DataError(f"cannot read {path}: {e.strerror}") from None
-    if raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark is not text
-        raw = raw[3:]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: invalid UTF-8 (byte {e.start})") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [ln.rstrip("\r") for ln in lines]
+    return list(iter_lines(path))
 
 
 def iter_lines(path: Path) -> Iterator[str]:
-    """Stream the lines of a UTF-8 text file (constant memory); invalid UTF-8 names file and line."""
+    """Stream the lines of a UTF-8 text file (constant memory), without a byte-order mark; invalid
+    UTF-8 is an error naming the file and line."""
     try:
         f = open(path, "rb")
     except OSError as e:
@@ -48,8 +35,8 @@ def iter_lines(path: Path) -> Iterator[str]:
 
 
 def count_lines(path: Path, fields: int = 0) -> int:
-    """Check a text file in one streaming pass: UTF-8 throughout and, for TSV, ``fields`` fields per row.
-    Files over 50 MB show a progress bar with the lines counted."""
+    """Lines of a text file, checked in one streaming pass: UTF-8 and, for TSV, ``fields`` fields per row
+    (a progress bar for files over 50 MB)."""
     from datasets.utils.tqdm import tqdm
 
     n = 0
