@@ -73,8 +73,13 @@ class LuongAttention(nn.Module):
         return memory
 
     def forward(
-        self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor,
-        src_lens: torch.Tensor, positions: torch.Tensor,
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        memory: torch.Tensor,
+        mask: torch.Tensor,
+        src_lens: torch.Tensor,
+        positions: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
         """Attend from T decoder states h_t (batch, T, hidden) at once (T = 1 in the input-feeding loop).
 

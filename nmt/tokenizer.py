@@ -1,13 +1,11 @@
-"""Sentencepiece models trained on the train split, cached by content hash.
-
-The model bytes travel in every checkpoint, so a checkpoint alone can translate.
-Special ids are fixed for both sides: pad 0, unk 1, bos 2, eos 3.
-"""
+"""Sentencepiece models trained on the train split, cached by content hash; the model bytes travel in
+every checkpoint. Special ids are fixed for both sides: pad 0, unk 1, bos 2, eos 3."""
 
 from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import logging
 import os
@@ -56,13 +54,7 @@ class Tokenizer:
 
     def decode_tgt(self, ids: Sequence[int]) -> str:
         """Detokenized text; stops at the first EOS and drops special ids."""
-        out = []
-        for i in ids:
-            if i == EOS:
-                break
-            if i > EOS:
-                out.append(int(i))
-        return self.tgt.decode(out)
+        return self.tgt.decode([int(i) for i in itertools.takewhile(lambda i: i != EOS, ids) if i > EOS])
 
     def to_state(self) -> dict:
         return {"src_model": self.src_model, "tgt_model": self.tgt_model}
@@ -110,15 +102,8 @@ def _train_spm(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, seed
 def _cached(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, cache: Path, seed: int) -> bytes:
     """Train once per (texts, settings); later runs read the cached model."""
     h = hashlib.sha256()
-    settings = {
-        "vocab_size": vocab_size,
-        "model_type": cfg.model_type,
-        "character_coverage": cfg.character_coverage,
-        "byte_fallback": cfg.byte_fallback,
-        "input_sentence_size": cfg.input_sentence_size,
-        "seed": seed,
-        "version": spm.__version__,
-    }
+    settings = {k: getattr(cfg, k) for k in ("model_type", "character_coverage", "byte_fallback", "input_sentence_size")}
+    settings.update(vocab_size=vocab_size, seed=seed, version=spm.__version__)
     h.update(json.dumps(settings, sort_keys=True).encode())
     for t in texts:
         h.update(t.encode("utf-8"))

@@ -9,6 +9,7 @@ import re
 from typing import Optional
 
 import datasets
+import numpy as np
 
 from nmt.config import DataConfig
 from nmt.data.cache import map_cached, num_workers
@@ -68,14 +69,8 @@ CLEAN_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": data
 
 
 def drop_duplicates(keys, keep, buckets: int = 16) -> int:
-    """Clear ``keep`` at every kept row whose pair hash an earlier kept row has; return how many.
-
-    ``keys`` is the Arrow column of hashes (memory-mapped). Hashes are split by their low bits
-    into ``buckets`` groups handled one at a time, so the sorting memory is 1/buckets of
-    the corpus's: about 3 bytes a pair at the peak besides ``keep`` itself.
-    """
-    import numpy as np
-
+    """Clear ``keep`` at every kept row whose pair hash (``keys``, an Arrow column) an earlier kept row
+    has; return how many. Hashes go in ``buckets`` groups by their low bits, to sort 1/buckets at a time."""
     dropped = 0
     for b in range(buckets):
         ks, rows, start = [], [], 0
@@ -105,16 +100,8 @@ def _clean_batch(batch: dict, f: dict) -> dict:
 def clean(
     ds: datasets.Dataset, cfg: DataConfig, split: str, report: Optional[dict] = None, num_proc: Optional[int] = None
 ) -> datasets.Dataset:
-    """Normalize both sides and drop what cannot be a useful pair, counting each reason.
-
-    Every split: empty sides, sides over ``max_chars``, control characters, a length ratio
-    over ``max_ratio``, and (with ``script_check``) a Chinese side without CJK or a
-    non-Chinese side that is mostly CJK. The train split also loses exact duplicate pairs
-    (``dedup``, by a 64-bit hash per pair, in 16 buckets). Runs in ``num_proc`` processes
-    (default: ``num_workers``); counts are logged and added to ``report[split]``.
-    """
-    import numpy as np
-
+    """Normalize both sides and drop what cannot be a useful pair (``REASONS``; the train split also exact
+    duplicates, with ``dedup``), in ``num_proc`` processes; counts are logged and put in ``report[split]``."""
     f = _filter_settings(cfg)
     workers = num_proc if num_proc is not None else num_workers(cfg, len(ds))
     marked = map_cached(ds, _clean_batch, f"{split}: cleaning", workers, key=json.dumps(f, sort_keys=True) + "|v2",

@@ -46,6 +46,5 @@ def clean_splits(raw: datasets.DatasetDict, cfg: DataConfig, need: Iterable[str]
 
 def load_corpus(cfg: DataConfig, need: Iterable[str] = ("train", "dev"), report: Optional[dict] = None,
                 splits: Optional[Iterable[str]] = None) -> datasets.DatasetDict:
-    """Load and clean (``clean_splits``); the cleaning counts per split go into ``report`` when given.
-    ``splits`` limits the cleaning (evaluating a test set need not clean a large train split)."""
+    """Load and clean (``clean_splits``): only ``splits`` if given, the counts into ``report`` if given."""
     return clean_splits(load_raw(cfg), cfg, need, report, splits)

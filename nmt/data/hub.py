@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import datasets
+import numpy as np
 
 from nmt.config import DataConfig
 from nmt.data.cache import cache_root, map_cached
@@ -45,11 +46,8 @@ def _load_local_hub(folder: Path, split_names: Iterable[str]) -> datasets.Datase
 
 
 def load_hub(cfg: DataConfig) -> datasets.DatasetDict:
-    """A hub dataset, or a local copy of one, with a ``translation`` column ({lang: text}).
-
-    ``data.splits`` maps our split names to the dataset's; with ``data.holdout`` a dataset that
-    has only a train split gives seeded dev/test sets of ``dev_size``/``test_size`` pairs.
-    """
+    """A hub dataset, or a local copy of one, with a ``translation`` column ({lang: text}); ``data.splits``
+    maps our split names to the dataset's, ``data.holdout`` carves missing dev/test sets from train."""
     name = str(cfg.name)
     local = Path(name).expanduser()
     if local.is_dir():
@@ -98,8 +96,6 @@ def _holdout(out: dict, cfg: DataConfig) -> dict:
     train = out["train"]
     if sum(want.values()) >= len(train):
         raise DataError(f"data.dev_size + data.test_size = {sum(want.values())} leaves no training pairs of {len(train)}")
-    import numpy as np
-
     order = np.random.default_rng(cfg.seed).permutation(len(train))
     start = 0
     for split, n in want.items():

@@ -1,11 +1,7 @@
 """The training corpus, cleaned, tokenized and encoded once, then reused from a disk cache.
 
-``prepare`` runs the data pipeline: load (files streamed into Arrow, hub datasets memory-mapped),
-clean and filter in several processes, train sentencepiece on a bounded random sample, encode the
-train split in several processes and drop pairs over ``data.max_tokens`` pieces. The result goes
-to ``$NMT_CACHE/data/<key>``, where the key hashes the corpus identity (file paths, sizes and
-times, or the datasets' fingerprints) and every setting that changes the output; a second run with
-the same corpus and settings opens it memory-mapped and starts training at once.
+The result goes to ``$NMT_CACHE/data/<key>``, the key hashing the corpus identity (the datasets'
+fingerprints) and every setting that changes the output; a later run opens it memory-mapped.
 """
 
 from __future__ import annotations
@@ -88,9 +84,7 @@ def prepare(
     for candidate in [folder_for(None)] + ([folder_for(tokenizer)] if tokenizer is not None else []):
         if data.cache and (candidate / "done").exists():
             out = _open(candidate)
-            if tokenizer is None or (out.tokenizer.src_model, out.tokenizer.tgt_model) == (
-                tokenizer.src_model, tokenizer.tgt_model
-            ):
+            if tokenizer is None or out.tokenizer.to_state() == tokenizer.to_state():
                 log.info("prepared corpus: reusing %s (%d train pairs, %.1fs)", candidate, len(out.train),
                          time.perf_counter() - t0)
                 return out
@@ -126,8 +120,7 @@ def prepare(
 
 
 def _train_tokenizer(train: datasets.Dataset, cfg: TokenizerConfig, seed: int) -> Tokenizer:
-    """Sentencepiece on at most ``input_sentence_size`` pairs drawn at random (seeded): memory is
-    bounded by the sample, not the corpus."""
+    """Sentencepiece on at most ``input_sentence_size`` pairs drawn at random (seeded), so memory is bounded."""
     n = len(train)
     if n > cfg.input_sentence_size:
         rows = np.sort(np.random.default_rng(seed).choice(n, cfg.input_sentence_size, replace=False))
