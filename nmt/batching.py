@@ -1,8 +1,5 @@
-"""Length-bucketed batches under a token budget, with padding.
-
-Sorting by length before cutting batches keeps padding small (random batches of 64 Tatoeba
-sentences carry about twice their real tokens); shuffling the batch order keeps SGD random.
-"""
+"""Length-bucketed batches under a token budget, with padding: sorting by length keeps padding small
+(random batches of 64 Tatoeba sentences carry about twice their real tokens)."""
 
 from __future__ import annotations
 
@@ -32,11 +29,8 @@ class Batch:
         return self.src.size(0)
 
     def to(self, device: torch.device) -> Batch:
-        """The model's tensors on ``device`` (``index`` and ``host_lens`` stay on the CPU).
-
-        Copies to CUDA go through pinned memory and do not block the host. Pinning is decided
-        here, by the target device, so a CPU run never opens a CUDA context.
-        """
+        """The model's tensors on ``device`` (``index`` and ``host_lens`` stay on the CPU); copies to CUDA go
+        through pinned memory without blocking (decided by the target, so a CPU run opens no CUDA context)."""
         cuda = device.type == "cuda"
 
         def move(name: str, v):
@@ -134,11 +128,8 @@ class Epoch(Sequence):
 
 
 def epoch_batches(pairs: Pairs, batch_tokens: int, rng: random.Random, max_sentences: int = 100_000) -> Epoch:
-    """One epoch of batches: sorted by length with random tie-breaks, in shuffled order.
-
-    Sorting by target then source length keeps padding small; the order depends only on ``rng``
-    (its state at the epoch's start is what a checkpoint keeps to resume mid-epoch).
-    """
+    """One epoch of batches: sorted by target then source length with random tie-breaks, in shuffled
+    order; it depends only on ``rng`` (whose state a checkpoint keeps to resume mid-epoch)."""
     ties = np.random.default_rng(rng.getrandbits(63)).random(len(pairs))  # (pairs,)
     order = np.lexsort((ties, pairs.src_lens, pairs.tgt_lens))  # last key sorts first
     cost = np.maximum(pairs.src_lens, pairs.tgt_lens + 1)
@@ -160,8 +151,7 @@ def train_batches(
 
 def inference_batches(src: Sequence[Sequence[int]], batch_tokens: int, max_sentences: int = 1000) -> list[Batch]:
     """Batches of sources sorted by length; ``Batch.index`` maps rows back to input order."""
-    cost = [max(len(s), 1) for s in src]
-    order = sorted(range(len(src)), key=cost.__getitem__)
-    order = np.asarray(order, dtype=np.int64)
+    cost = np.asarray([max(len(s), 1) for s in src])
+    order = np.argsort(cost, kind="stable")
     return [make_batch([src[i] for i in order[a:b]], None, order[a:b].tolist())
-            for a, b in _cut(order, np.asarray(cost), batch_tokens, max_sentences)]
+            for a, b in _cut(order, cost, batch_tokens, max_sentences)]

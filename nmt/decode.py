@@ -1,7 +1,5 @@
-"""Translation as a library: raw lines in, n-best translations, attention alignments or BLEU and
-chrF out. The command-line tools (``nmt.translate``, ``nmt.evaluate``, ``nmt.serve``) and training's
-validation all decode through here, so that they cannot drift apart.
-"""
+"""Translation as a library: raw lines in, n-best translations, alignments or BLEU and chrF out; the
+command-line tools and training's validation all decode through here, so that they cannot drift apart."""
 
 from __future__ import annotations
 
@@ -39,11 +37,8 @@ def translate_nbest(
     stop: str = "full",
     progress: Optional[Callable[[int], None]] = None,
 ) -> list[list[tuple[str, float]]]:
-    """The ``n_best`` translations of each raw source line with their scores, best first.
-
-    Lines are decoded sorted by length and returned in input order; a line that is empty
-    after normalization gets one empty translation. ``progress(n)`` hears of every n lines done.
-    """
+    """The ``n_best`` translations of each raw source line with their scores, best first, in input order;
+    a line empty after normalization gets one empty translation. ``progress(n)`` hears of n lines done."""
     norm = [normalize(t) for t in texts]
     ids = [s[:MAX_SRC_PIECES] for s in tok.encode_src(norm)]
     out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in texts]
@@ -134,8 +129,7 @@ def evaluate(
 
 @contextlib.contextmanager
 def progress_bar(total: int, desc: str) -> Iterator[Optional[Callable[[int], None]]]:
-    """``update(n)`` of a progress bar on stderr when it is a terminal and there is more than one
-    line; None (quiet) when stderr is piped or redirected."""
+    """``update(n)`` of a progress bar on stderr for more than one line, when stderr is a terminal; else None."""
     if total <= 1 or not sys.stderr.isatty():
         yield None
         return

@@ -1,7 +1,5 @@
-"""DistributedDataParallel under ``torchrun``: set-up and the few collective calls training needs.
-
-Without torchrun (WORLD_SIZE unset or 1) every function here is a no-op for a single process.
-"""
+"""DistributedDataParallel under ``torchrun``: set-up and the few collective calls training needs
+(no-ops for a single process)."""
 
 from __future__ import annotations
 
@@ -59,11 +57,8 @@ def barrier() -> None:
 
 
 def seed_rank(seed: int, rank: int, step: int) -> None:
-    """Give ranks > 0 their own torch RNG stream (dropout masks), from (seed, rank, step).
-
-    Rank 0 keeps its stream, so one process draws exactly what it always did; ``step`` gives a
-    resumed run (whose checkpoint holds rank 0's RNG state) fresh streams on the other ranks.
-    """
+    """Give ranks > 0 their own torch RNG stream (dropout masks) from (seed, rank, step): rank 0 keeps its
+    own, so one process draws what it always did; ``step`` gives a resumed run fresh streams."""
     if rank:
         torch.manual_seed(hash((seed, rank, step)) % 2**63)  # ints hash the same in every process
 

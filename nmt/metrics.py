@@ -15,9 +15,6 @@ class Scores:
     bleu_signature: str
     chrf_signature: str
 
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
 
 def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], tgt_lang: str = "en") -> Scores:
     """``refs`` is a list of reference streams, each aligned with ``hyps``; sacrebleu's zh tokenizer for Chinese."""

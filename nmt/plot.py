@@ -65,8 +65,8 @@ def attention_figure(
     window: Optional[int] = None,
     title: str = "",
 ):
-    """A heatmap of ``weights`` (tgt_len, src_len), with ``centres`` p_t (tgt_len,) as dots and the window
-    [p_t - D, p_t + D] as two lines."""
+    """A heatmap of ``weights`` (tgt_len, src_len); with ``centres`` p_t (tgt_len,) (local modes) also
+    p_t as dots and the ``window`` [p_t - D, p_t + D] as two lines."""
     import matplotlib
 
     matplotlib.use("Agg")
