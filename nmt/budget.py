@@ -22,22 +22,12 @@ class Budget:
         return time.perf_counter() - self.start
 
     def done(self, step: int, epoch: int) -> bool:
-        return bool(
-            (self.max_steps and step >= self.max_steps)
-            or (self.max_epochs and epoch >= self.max_epochs)
-            or (self.max_seconds and self.elapsed() >= self.max_seconds)
-        )
+        return self.progress(step, epoch) >= 1.0
 
     def progress(self, step: int, epoch_progress: float) -> float:
         """The fraction of the budget used (0..1): the largest over the limits that are set."""
-        parts = [0.0]
-        if self.max_steps:
-            parts.append(step / self.max_steps)
-        if self.max_epochs:
-            parts.append(epoch_progress / self.max_epochs)
-        if self.max_seconds:
-            parts.append(self.elapsed() / self.max_seconds)
-        return min(1.0, max(parts))
+        used = ((step, self.max_steps), (epoch_progress, self.max_epochs), (self.elapsed(), self.max_seconds))
+        return min(1.0, max([0.0] + [x / limit for x, limit in used if limit]))
 
     def eta(self, step: int, steps_done_here: int) -> float:
         """Seconds left: the nearest of the limits, extrapolated from this process's pace."""

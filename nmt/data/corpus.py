@@ -23,19 +23,13 @@ def load_raw(cfg: DataConfig) -> datasets.DatasetDict:
     return LOADERS[cfg.source](cfg)
 
 
-def require(splits: Iterable[str], need: Iterable[str], cfg: DataConfig) -> None:
-    """Every split in ``need`` is among ``splits``; else an error naming the corpus and the split."""
-    for split in need:
-        if split not in splits:
-            where = cfg.dir or cfg.name or cfg.source
-            raise DataError(f"corpus {where} has no {split!r} split, which is needed here")
-
-
 def clean_splits(raw: datasets.DatasetDict, cfg: DataConfig, need: Iterable[str], report: Optional[dict] = None,
                  splits: Optional[Iterable[str]] = None) -> datasets.DatasetDict:
     """Clean the ``splits`` of ``raw`` (all by default); the ones in ``need`` must be there and keep a pair."""
     need = tuple(need)
-    require(raw, need, cfg)
+    for split in need:
+        if split not in raw:
+            raise DataError(f"corpus {cfg.dir or cfg.name or cfg.source} has no {split!r} split, which is needed here")
     wanted = set(splits) if splits is not None else set(raw)
     out = datasets.DatasetDict({k: clean(v, cfg, k, report) for k, v in raw.items() if k in wanted})
     for split in need:

@@ -25,7 +25,7 @@ from nmt import __version__
 from nmt.batching import Pairs
 from nmt.config import DataConfig, TokenizerConfig
 from nmt.data.cache import cache_root, map_cached, num_workers
-from nmt.data.corpus import clean_splits, load_raw, require
+from nmt.data.corpus import clean_splits, load_raw
 from nmt.data.text import DataError
 from nmt.tokenizer import Tokenizer, load_or_train
 
@@ -72,8 +72,7 @@ def prepare(
 ) -> Prepared:
     """The train split as piece ids and the dev split as text, from the cache when it matches."""
     t0 = time.perf_counter()
-    raw = load_raw(data)
-    require(raw, ("train", "dev"), data)
+    raw = load_raw(data)  # a missing split fails in clean_splits: it can have no cached corpus
     identity = {s: raw[s]._fingerprint for s in ("train", "dev", "test") if s in raw}
 
     def folder_for(fixed: Optional[Tokenizer]) -> Path:
@@ -104,8 +103,7 @@ def prepare(
     )
     lens = [encoded.data.column(c).to_numpy() for c in ("src_len", "tgt_len")]
     keep = np.flatnonzero((lens[0] <= data.max_tokens) & (lens[1] <= data.max_tokens))
-    report["train"]["too_many_pieces"] = int(len(encoded) - len(keep))
-    report["train"]["kept"] = int(len(keep))
+    report["train"].update(too_many_pieces=int(len(encoded) - len(keep)), kept=int(len(keep)))
     log.info("train: %d pairs, %d over %d pieces dropped", len(keep), len(encoded) - len(keep), data.max_tokens)
     if len(keep) == 0:
         raise DataError(
