@@ -156,12 +156,6 @@ def check_positive(section: str, obj: Any, keys: tuple[str, ...], allow_zero: bo
             raise ConfigError(f"{section}.{key}={value!r} must be {'>= 0' if allow_zero else '> 0'}")
 
 
-def check_budget(max_steps: int, max_epochs: int, max_minutes: float) -> None:
-    """A run must be able to stop: at least one budget is set."""
-    if not (max_steps or max_epochs or max_minutes):
-        raise ConfigError("set at least one of trainer.max_steps, trainer.max_epochs, trainer.max_minutes (all are 0)")
-
-
 def unknown_keys(cfg: DictConfig, schema: DictConfig, prefix: str = "") -> list[str]:
     """Dotted keys of ``cfg`` that the typed ``schema`` lacks (Hydra's ``+key=value`` adds them past its struct flag)."""
     unknown = []
@@ -235,7 +229,8 @@ def _validate_trainer(tr: TrainerConfig) -> None:
     check_positive("trainer", tr, ("max_steps", "max_epochs", "max_minutes", "clip_norm", "test_beam", "threads",
                                    "keep_last", "save_every", "warmup_steps", "batch_sentences", "attention_images",
                                    "weight_decay", "early_stopping_patience", "halve_after_epoch"), allow_zero=True)
-    check_budget(tr.max_steps, tr.max_epochs, tr.max_minutes)
+    if not (tr.max_steps or tr.max_epochs or tr.max_minutes):  # a run must be able to stop
+        raise ConfigError("set at least one of trainer.max_steps, trainer.max_epochs, trainer.max_minutes (all are 0)")
     if not 0 <= tr.label_smoothing < 1:
         raise ConfigError(f"trainer.label_smoothing={tr.label_smoothing} must be in [0, 1)")
 

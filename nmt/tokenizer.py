@@ -46,9 +46,6 @@ class Tokenizer:
     def encode_tgt(self, texts: Sequence[str]) -> list[list[int]]:
         return self.tgt.encode(list(texts))
 
-    def src_pieces(self, text: str) -> list[str]:
-        return self.src.encode(text, out_type=str)
-
     def tgt_pieces(self, ids: Sequence[int]) -> list[str]:
         return [self.tgt.id_to_piece(i) for i in ids]
 

@@ -97,15 +97,13 @@ def _clean_batch(batch: dict, f: dict) -> dict:
             "key": [_pair_key(s, t) for s, t in zip(src, tgt)]}
 
 
-def clean(
-    ds: datasets.Dataset, cfg: DataConfig, split: str, report: Optional[dict] = None, num_proc: Optional[int] = None
-) -> datasets.Dataset:
+def clean(ds: datasets.Dataset, cfg: DataConfig, split: str, report: Optional[dict] = None) -> datasets.Dataset:
     """Normalize both sides and drop what cannot be a useful pair (``REASONS``; the train split also exact
-    duplicates, with ``dedup``), in ``num_proc`` processes; counts are logged and put in ``report[split]``."""
+    duplicates, with ``dedup``), in ``num_workers`` processes; counts are logged and put in ``report[split]``."""
     f = _filter_settings(cfg)
-    workers = num_proc if num_proc is not None else num_workers(cfg, len(ds))
-    marked = map_cached(ds, _clean_batch, f"{split}: cleaning", workers, key=json.dumps(f, sort_keys=True) + "|v2",
-                        fn_kwargs={"f": f}, remove_columns=ds.column_names, features=CLEAN_FEATURES)
+    marked = map_cached(ds, _clean_batch, f"{split}: cleaning", num_workers(cfg, len(ds)),
+                        key=json.dumps(f, sort_keys=True) + "|v2", fn_kwargs={"f": f}, remove_columns=ds.column_names,
+                        features=CLEAN_FEATURES)
     reason = marked.data.column("reason").to_numpy()  # (pairs,) int8
     counts = {name: int(n) for name, n in zip(REASONS, np.bincount(reason, minlength=len(REASONS) + 1)[1:])}
     keep = reason == 0  # (pairs,) bool
