@@ -1,19 +1,20 @@
-"""Translation as a library: raw lines in, n-best translations, alignments or BLEU and chrF out; the
-command-line tools and training's validation all decode through here, so that they cannot drift apart."""
+"""Translation as a library: raw lines in, n-best translations, alignments or BLEU and chrF (sacrebleu,
+with signatures) out; the command-line tools and training's validation all decode through here."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Optional, Union
 
 import numpy as np
 import torch
+from sacrebleu.metrics import BLEU, CHRF
 
 from nmt.batching import inference_batches, make_batch
 from nmt.checkpoint import CheckpointError, load_model
-from nmt.metrics import Scores, score
 from nmt.model import Seq2Seq
 from nmt.search import beam_search
 from nmt.tokenizer import Tokenizer
@@ -106,6 +107,26 @@ def load_models(paths: Sequence[str], device: torch.device):
             raise CheckpointError(f"{path} uses other sentencepiece models than {paths[0]}: an ensemble needs one vocabulary")
         models.append(model)
     return models, tok, cfg
+
+
+@dataclass
+class Scores:
+    bleu: float
+    chrf: float
+    bleu_signature: str
+    chrf_signature: str
+
+
+def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], tgt_lang: str = "en") -> Scores:
+    """``refs`` is a list of reference streams, each aligned with ``hyps``; sacrebleu's zh tokenizer for Chinese."""
+    for i, r in enumerate(refs):
+        if len(r) != len(hyps):
+            raise ValueError(f"reference set {i + 1} has {len(r)} lines but there are {len(hyps)} hypotheses")
+    bleu = BLEU(tokenize="zh" if tgt_lang.startswith("zh") else "13a")
+    chrf = CHRF()
+    b = bleu.corpus_score(list(hyps), [list(r) for r in refs])
+    c = chrf.corpus_score(list(hyps), [list(r) for r in refs])
+    return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()))
 
 
 def evaluate(

@@ -13,8 +13,7 @@ import torch
 from torch import nn
 
 from nmt.attention import LuongAttention
-from nmt.dropout import Dropout
-from nmt.encoder import RNNS
+from nmt.encoder import RNNS, Dropout
 from nmt.vocab import PAD
 
 State = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]  # (layers, batch, hidden) [h, c]
