@@ -88,7 +88,8 @@ class LuongAttention(nn.Module):
         hidden), a_t (batch, T, src_len) (mean over heads) and p_t (batch, T) (None for global).
         """
         p = self.position(query, src_lens, positions)  # (batch, T) or None
-        if p is not None and self.windowed(mask.size(1)):
+        if (p is not None and self.heads == 1 and self.score != "location"
+                and mask.size(1) > self.gather_above * (2 * self.window + 1)):  # gather the window, don't mask
             return self._local_window(query, keys, memory, mask, p)
         allowed, dist = mask.unsqueeze(1), None  # (batch, 1, src_len)
         if p is not None:
@@ -137,11 +138,6 @@ class LuongAttention(nn.Module):
             sigma = self.window / 2
             weights = weights * torch.exp(-(dist**2) / (2 * sigma**2))  # exp(-(s - p_t)² / (2σ²))
         return weights
-
-    def windowed(self, src_len: int) -> bool:
-        """Whether a local mode gathers the 2D + 1 window for sources this long (else it masks)."""
-        return (self.mode != "global" and self.heads == 1 and self.score != "location"
-                and src_len > self.gather_above * (2 * self.window + 1))
 
     def _local_window(
         self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor, p: torch.Tensor

@@ -87,18 +87,14 @@ class TrainerConfig:
     precision: str = "auto"
     seed: int = 42
     threads: int = 0  # CPU threads; 0 = the cores, shared among torchrun's local processes
-    # torch.compile the decoder step; None = auto: on CUDA (launch-bound), not on the CPU (there +13 % tok/s
-    # on bench-small, 2 cores, after ~90 s of compiling); nmt/compiled_step.py
-    compile: Optional[bool] = None
+    compile: Optional[bool] = None  # torch.compile the decoder step; None = auto: on CUDA only (nmt/compiled_step.py)
     batch_tokens: int = 1200  # token budget per batch (max of source and target pieces)
     batch_sentences: int = 0  # at most this many sentences per batch; 0 = only the token budget
     accum_steps: int = 1  # batches per update (gradient accumulation)
     optimizer: str = "adam"  # adam | adamw | sgd (the paper's: sgd, lr 1.0)
     lr: float = 1e-3
     weight_decay: float = 0.0
-    # constant | halving (the paper's) | plateau (dev BLEU) | inverse_sqrt | linear | cosine (nmt/optim.py);
-    # linear and cosine decay to 0 when the budget (steps, epochs or minutes) ends
-    schedule: str = "constant"
+    schedule: str = "constant"  # constant | halving (the paper's) | plateau | inverse_sqrt | linear | cosine (nmt/optim.py)
     warmup_steps: int = 0  # linear warm-up (any schedule); inverse_sqrt decays after it
     halve_after_epoch: int = 5  # halving: halve after every epoch past this one
     decay_factor: float = 0.5  # halving and plateau

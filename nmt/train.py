@@ -1,8 +1,7 @@
-"""Train a model: ``python -m nmt.train +experiment=zh_en_local_p [key=value ...]``.
+"""Train a model: ``python -m nmt.train +experiment=zh_en_local_p [key=value ...]`` (under torchrun: DDP).
 
-The run directory (Hydra's) receives the config, ``run_info.json``, the sentencepiece models,
-``checkpoints/``, TensorBoard events and ``metrics.json``. ``trainer.resume=auto`` continues a stopped
-run exactly; SIGTERM and Ctrl-C stop it after saving ``last.pt``. Under torchrun it trains with DDP.
+The run directory (Hydra's) receives the config, run files, ``checkpoints/``, TensorBoard events and
+``metrics.json``; ``trainer.resume=auto`` continues a run stopped by SIGTERM or Ctrl-C exactly.
 """
 
 from __future__ import annotations

@@ -59,8 +59,8 @@ def load_files(cfg: DataConfig) -> datasets.DatasetDict:
             path = folder / f"{split}.tsv"
             if not path.exists():
                 continue
-            columns = list(cfg.tsv_columns or [cfg.src_lang, cfg.tgt_lang])
-            out[split] = _stream_dataset(None, None, path, lambda p=path: check_tsv(p), swap=columns[0] != cfg.src_lang)
+            swap = (cfg.tsv_columns or [cfg.src_lang])[0] != cfg.src_lang
+            out[split] = _stream_dataset(None, None, path, lambda p=path: check_tsv(p), swap=swap)
             continue
         src_path, tgt_path = folder / f"{split}.{cfg.src_lang}", folder / f"{split}.{cfg.tgt_lang}"
         if not src_path.exists() and not tgt_path.exists():

@@ -67,8 +67,7 @@ def load_hub(cfg: DataConfig) -> datasets.DatasetDict:
         if "translation" not in ds.column_names:
             raise DataError(f"dataset {name!r} split {theirs!r} has no 'translation' column: {ds.column_names}")
         langs = [k for k, v in (ds[0]["translation"] if len(ds) else {}).items() if v is not None]
-        missing = [lang for lang in (cfg.src_lang, cfg.tgt_lang) if lang not in langs]
-        if missing:
+        if cfg.src_lang not in langs or cfg.tgt_lang not in langs:
             raise DataError(
                 f"dataset {name!r} (config {cfg.config!r}) split {theirs!r} has languages {sorted(langs)}, "
                 f"not {cfg.src_lang}-{cfg.tgt_lang}"
