@@ -7,7 +7,7 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional
 
 import numpy as np
 import torch
@@ -16,7 +16,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from nmt.batching import inference_batches, make_batch
 from nmt.checkpoint import CheckpointError, load_model
 from nmt.model import Seq2Seq
-from nmt.search import beam_search
+from nmt.search import Models, beam_search
 from nmt.tokenizer import Tokenizer
 from nmt.vocab import EOS
 
@@ -24,7 +24,7 @@ MAX_SRC_PIECES = 250  # longer inputs are cut: bounds time and memory per line
 
 
 def translate_nbest(
-    models: Union[Seq2Seq, Sequence[Seq2Seq]],
+    models: Models,
     tok: Tokenizer,
     normalize: Callable[[str], str],
     texts: Sequence[str],
@@ -64,13 +64,10 @@ def translate_nbest(
     return out
 
 
-def translate_texts(models: Union[Seq2Seq, Sequence[Seq2Seq]], tok: Tokenizer, normalize: Callable[[str], str],
-                    texts: Sequence[str], beam: int = 5, alpha: float = 1.0, batch_tokens: int = 8000,
-                    device: torch.device = torch.device("cpu"), stop: str = "full",
-                    progress: Optional[Callable[[int], None]] = None) -> list[str]:
-    """The best translation of each raw source line."""
-    return [h[0][0] for h in translate_nbest(models, tok, normalize, texts, beam, alpha, batch_tokens, device,
-                                             stop=stop, progress=progress)]
+def translate_texts(models: Models, tok: Tokenizer, normalize: Callable[[str], str], texts: Sequence[str],
+                    **search) -> list[str]:
+    """The best translation of each raw source line (``search``: keywords of ``translate_nbest``)."""
+    return [h[0][0] for h in translate_nbest(models, tok, normalize, texts, **search)]
 
 
 def align(
@@ -129,22 +126,10 @@ def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], tgt_lang: str = "e
     return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()))
 
 
-def evaluate(
-    models: Union[Seq2Seq, Sequence[Seq2Seq]],
-    tok: Tokenizer,
-    normalize: Callable[[str], str],
-    src: Sequence[str],
-    refs: Sequence[Sequence[str]],
-    tgt_lang: str = "en",
-    beam: int = 1,
-    alpha: float = 1.0,
-    device: torch.device = torch.device("cpu"),
-    stop: str = "full",
-    progress: Optional[Callable[[int], None]] = None,
-) -> tuple[Scores, list[str]]:
-    """Translate ``src`` and score it against one or more reference streams."""
-    hyps = translate_texts(models, tok, normalize, src, beam=beam, alpha=alpha, device=device, stop=stop,
-                           progress=progress)
+def evaluate(models: Models, tok: Tokenizer, normalize: Callable[[str], str], src: Sequence[str],
+             refs: Sequence[Sequence[str]], tgt_lang: str = "en", beam: int = 1, **search) -> tuple[Scores, list[str]]:
+    """Translate ``src`` (``search``: keywords of ``translate_nbest``) and score it against the reference streams."""
+    hyps = translate_texts(models, tok, normalize, src, beam=beam, **search)
     return score(hyps, refs, tgt_lang), hyps
 
 

@@ -94,8 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             t0 = time.perf_counter()
             with progress_bar(len(src), s["name"]) as update:
                 scores, hyps = evaluate(
-                    models, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam, args.alpha, device,
-                    stop=args.stop, progress=update,
+                    models, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam, alpha=args.alpha,
+                    device=device, stop=args.stop, progress=update,
                 )
             seconds = time.perf_counter() - t0  # decoding and scoring alone: no start-up, loading or reading
             rows.append({"set": s["name"], "sentences": len(src), "references": len(refs), "beam": args.beam,
