@@ -29,8 +29,7 @@ class Batch:
         return self.src.size(0)
 
     def to(self, device: torch.device) -> Batch:
-        """The model's tensors on ``device`` (``index`` and ``host_lens`` stay on the CPU); copies to CUDA go
-        through pinned memory without blocking (decided by the target, so a CPU run opens no CUDA context)."""
+        """The model's tensors on ``device`` (not ``index``, ``host_lens``); to CUDA through pinned memory, not blocking."""
         cuda = device.type == "cuda"
 
         def move(name: str, v):

@@ -92,10 +92,8 @@ class Decoder(nn.Module):
         self, y_prev: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor,
         weights: Optional[list] = None,
     ) -> tuple[torch.Tensor, torch.Tensor, State, torch.Tensor, Optional[torch.Tensor]]:
-        """One search step from y_prev (batch,), feed h̃_{t-1} (batch, 1, hidden) and position (1,) t;
-        ``weights``: ``step_weights()``, once per search. Returns log-probabilities (batch, vocab),
-        h̃_t (batch, 1, hidden), the new state, weights (batch, 1, src_len) and p_t (batch, 1) or None.
-        """
+        """One search step from y_prev (batch,), feed h̃_{t-1} (batch, 1, hidden), position (1,) t and ``step_weights()``:
+        log-probabilities (batch, vocab), h̃_t (batch, 1, hidden), the state, weights (batch, 1, src_len), p_t or None."""
         w = self.step_weights() if weights is None else weights
         x = self._project_inputs(self.dropout(self.embed(y_prev)), w)  # (batch, gates)
         if w is not None:

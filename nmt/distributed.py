@@ -16,18 +16,13 @@ WAIT_TIMEOUT = timedelta(hours=12)
 _wait_group: Optional[dist.ProcessGroup] = None  # gloo, with WAIT_TIMEOUT, for barrier()
 
 
-def world() -> tuple[int, int, int]:
-    """(rank, world size, local rank) from torchrun's environment."""
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0))
-
-
 def setup(device_name: str) -> tuple[int, int, torch.device]:
     """Join the process group (NCCL on CUDA, gloo on CPU, or $NMT_DIST_BACKEND); returns rank,
     world size, device. Local rank i uses GPU i; under gloo, ranks may share GPUs (i mod count)."""
     from nmt.config import ConfigError
     from nmt.device import pick_device
 
-    rank, size, local = world()
+    rank, size, local = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0))
     device = pick_device(device_name)
     if size > 1:
         backend = os.environ.get("NMT_DIST_BACKEND") or ("nccl" if device.type == "cuda" else "gloo")

@@ -47,11 +47,8 @@ class Encoder(nn.Module):
         self.output_size = hidden
 
     def forward(self, src: torch.Tensor, host_lens: HostLens) -> tuple[torch.Tensor, object]:
-        """Encode src (batch, src_len) with host_lens on the CPU (packing needs them there; ints pass DDP).
-
-        Returns memory (batch, src_len, hidden), zeros at padding, and the last state of every layer with
-        directions concatenated: (layers, batch, hidden) for a GRU, a pair of them for an LSTM.
-        """
+        """Encode src (batch, src_len), host_lens on the CPU (for packing): memory (batch, src_len, hidden), zeros at
+        padding, and the last state of every layer, directions concatenated ((layers, batch, hidden); a pair for LSTM)."""
         x = self.dropout(self.embed(src))  # (batch, src_len, emb)
         packed = pack_padded_sequence(x, host_lens, batch_first=True, enforce_sorted=False)
         out, final = self.rnn(packed)

@@ -23,8 +23,6 @@ from nmt.decode import evaluate, load_models, progress_bar
 from nmt.device import pick_device, set_threads
 from nmt.search import STOPS
 
-log = logging.getLogger("nmt.evaluate")
-
 
 class _AddSet(argparse.Action):
     """--split NAME and --src FILE start a set; --ref FILE adds a reference to the last --src."""

@@ -31,8 +31,7 @@ def _has_glyphs(path: str, text: str = "中文") -> bool:
 
 @lru_cache(maxsize=1)
 def find_cjk_font() -> str:
-    """Path of a font that can draw Chinese: ``$NMT_CJK_FONT``, the ``plot`` extra's Noto Sans CJK, or an
-    installed one; else PlotError."""
+    """A font that can draw Chinese: ``$NMT_CJK_FONT``, the ``plot`` extra's, or an installed one; else PlotError."""
     env = os.environ.get("NMT_CJK_FONT")
     if env:
         if not Path(env).is_file() or not _has_glyphs(env):
@@ -48,9 +47,8 @@ def find_cjk_font() -> str:
     from matplotlib import font_manager
 
     for entry in font_manager.fontManager.ttflist:
-        if any(h in entry.name.lower() or h in Path(entry.fname).name.lower() for h in _HINTS):
-            if _has_glyphs(entry.fname):
-                return entry.fname
+        if any(h in entry.name.lower() or h in Path(entry.fname).name.lower() for h in _HINTS) and _has_glyphs(entry.fname):
+            return entry.fname
     raise PlotError(
         "no font with Chinese glyphs found: pip install 'nmt[plot]' (Noto Sans CJK), "
         "apt-get install fonts-noto-cjk, or set NMT_CJK_FONT=/path/to/font.otf"

@@ -90,8 +90,7 @@ def _force_eos(logp: torch.Tensor, rows: torch.Tensor) -> None:
 def greedy(
     model: Models, batch: Batch, ratio: float = 2.0, extra: int = 10, cap: int = 200, sync_every: int = 0
 ) -> Hypotheses:
-    """Batched greedy search; ended rows leave once they are a quarter of the batch, checked every
-    ``sync_every`` steps (0: ``sync_interval``)."""
+    """Batched greedy search; ended rows leave when a quarter of the batch, checked every ``sync_every`` steps."""
     stepper = Stepper(model, batch)
     n, dev = batch.size, batch.src.device
     every = sync_every or sync_interval(dev)
@@ -131,11 +130,8 @@ def _until_eos(seq: list[int]) -> list[int]:
 
 
 def topk_rows(x: torch.Tensor, k: int, groups: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
-    """``x.topk(k, dim=1)`` of a (rows, width) tensor, about 3× faster on the CPU for wide rows.
-
-    Seen as ``groups`` strided slices, the k columns with the largest maxima hold all k largest
-    values, so topk then looks at only k × groups values. Ties may come out in another order.
-    """
+    """``x.topk(k, dim=1)`` of a (rows, width) tensor, about 3× faster on the CPU for wide rows: seen as ``groups``
+    strided slices, the k columns with the largest maxima hold all k largest values (ties may reorder)."""
     rows, width = x.shape
     n = width // groups  # columns; the last width - groups·n values are always candidates
     if x.device.type != "cpu" or n < 4 * k:
@@ -176,9 +172,8 @@ def beam_search(
     """Batched beam search; finished hypotheses move to a per-sentence buffer of size ``beam``.
 
     A sentence is done at its length limit or by the ``stop`` rule (``STOPS``; ``exact`` is exact as
-    log-probabilities only fall, the length penalty is bounded at the limit and coverage is ≤ 0). Done
-    sentences leave at host syncs, every ``sync_every`` steps (0: ``sync_interval``), running on until then.
-    """
+    log-probabilities only fall, the length penalty is bounded at the limit and coverage is ≤ 0); done
+    sentences leave at host syncs, every ``sync_every`` steps (0: ``sync_interval``)."""
     if stop not in STOPS:
         raise ValueError(f"stop must be one of {', '.join(STOPS)}, got {stop!r}")
     if beam == 1 and n_best == 1 and beta == 0.0:

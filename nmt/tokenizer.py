@@ -21,8 +21,6 @@ from nmt.vocab import BOS, EOS, PAD, UNK
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BOS", "EOS", "PAD", "UNK", "Tokenizer", "load_or_train"]
-
 
 class Tokenizer:
     """Source and target sentencepiece processors (the same one for a joint vocabulary)."""

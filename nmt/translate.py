@@ -21,8 +21,6 @@ from nmt.device import pick_device, set_threads
 from nmt.plot import PlotError, attention_figure, find_cjk_font, save_png
 from nmt.search import STOPS
 
-log = logging.getLogger("nmt.translate")
-
 
 def _lines(args: argparse.Namespace) -> Iterable[list[str]]:
     """Chunks of input lines: all at once from files/arguments, line by line at a terminal."""

@@ -18,8 +18,7 @@ def read_lines(path: Path) -> list[str]:
 
 
 def iter_lines(path: Path) -> Iterator[str]:
-    """Stream the lines of a UTF-8 text file (constant memory), without a byte-order mark; invalid
-    UTF-8 is an error naming the file and line."""
+    """Stream the lines of a UTF-8 text file, without a byte-order mark; invalid UTF-8 names file and line."""
     try:
         f = open(path, "rb")
     except OSError as e:
@@ -35,8 +34,7 @@ def iter_lines(path: Path) -> Iterator[str]:
 
 
 def count_lines(path: Path, fields: int = 0) -> int:
-    """Lines of a text file, checked in one streaming pass: UTF-8 and, for TSV, ``fields`` fields per row
-    (a progress bar for files over 50 MB)."""
+    """Lines of a text file checked in one pass: UTF-8 and, for TSV, ``fields`` fields per row."""
     from datasets.utils.tqdm import tqdm
 
     n = 0
