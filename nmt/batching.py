@@ -92,12 +92,11 @@ def _cut(order: np.ndarray, cost: np.ndarray, batch_tokens: int, max_sentences: 
     """Cut an ordered index array into [start, end) runs whose padded size fits the budget."""
     groups, start, longest = [], 0, 0
     for pos, c in enumerate(cost[order].tolist()):
-        new_longest = max(longest, c)
         n = pos - start
-        if n and (new_longest * (n + 1) > batch_tokens or n >= max_sentences):
+        if n and (max(longest, c) * (n + 1) > batch_tokens or n >= max_sentences):
             groups.append((start, pos))
-            start, new_longest = pos, c
-        longest = new_longest
+            start, longest = pos, 0
+        longest = max(longest, c)
     if start < len(order):
         groups.append((start, len(order)))
     return groups

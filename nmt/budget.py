@@ -29,14 +29,8 @@ class Budget:
     def eta(self, step: int, steps_done_here: int) -> float:
         """Seconds left: the nearest of the limits, extrapolated from this process's pace."""
         pace = self.elapsed() / max(steps_done_here, 1)
-        left = []
-        if self.max_steps:
-            left.append((self.max_steps - step) * pace)
-        if self.max_epochs:
-            left.append((self.max_epochs * self.steps_per_epoch - step) * pace)
-        if self.max_seconds:
-            left.append(self.max_seconds - self.elapsed())
-        return max(0.0, min(left))
+        left = [(limit - step) * pace for limit in (self.max_steps, self.max_epochs * self.steps_per_epoch) if limit]
+        return max(0.0, min(left + ([self.max_seconds - self.elapsed()] if self.max_seconds else [])))
 
 
 def fmt_time(seconds: float) -> str:

@@ -39,7 +39,7 @@ class Schedule:
         self.kind, self.base = cfg.schedule, cfg.lr
         self.warmup, self.halve_after, self.factor = cfg.warmup_steps, cfg.halve_after_epoch, cfg.decay_factor
         self.patience = cfg.plateau_patience
-        self.scale = 1.0  # plateau: product of the decays so far
+        self.scale = 1.0  # plateau: product of the decays so far (1 for the other schedules)
         self.best = -math.inf
         self.bad = 0
 
@@ -55,9 +55,7 @@ class Schedule:
             return self.base * math.sqrt(max(self.warmup, 1) / max(step, 1))
         if self.kind == "halving":
             return self.base * warm * self.factor ** max(0, epoch + 1 - self.halve_after)
-        if self.kind == "plateau":
-            return self.base * warm * self.scale
-        return self.base * warm
+        return self.base * warm * self.scale  # scale stays 1 but for plateau
 
     def on_validation(self, bleu: float) -> None:
         if self.kind != "plateau":
