@@ -21,6 +21,8 @@ from nmt.vocab import BOS, EOS, PAD, UNK
 
 log = logging.getLogger(__name__)
 
+SPM_OPTIONS = ("model_type", "character_coverage", "byte_fallback")  # settings the trainer gets, so in the cache key
+
 
 class Tokenizer:
     """Source and target sentencepiece processors (the same one for a joint vocabulary)."""
@@ -74,19 +76,9 @@ def _train_spm(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, seed
     buf = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(texts),
-            model_writer=buf,
-            vocab_size=vocab_size,
-            model_type=cfg.model_type,
-            character_coverage=cfg.character_coverage,
-            byte_fallback=cfg.byte_fallback,
-            hard_vocab_limit=False,
-            pad_id=PAD,
-            unk_id=UNK,
-            bos_id=BOS,
-            eos_id=EOS,
-            num_threads=os.cpu_count() or 1,
-            minloglevel=2,
+            sentence_iterator=iter(texts), model_writer=buf, vocab_size=vocab_size, hard_vocab_limit=False,
+            pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, num_threads=os.cpu_count() or 1, minloglevel=2,
+            **{k: getattr(cfg, k) for k in SPM_OPTIONS},
         )
     except RuntimeError as e:
         detail = str(e).strip().splitlines()[0].split("] ")[-1]
@@ -97,7 +89,7 @@ def _train_spm(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, seed
 def _cached(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, cache: Path, seed: int) -> bytes:
     """Train once per (texts, settings); later runs read the cached model."""
     h = hashlib.sha256()
-    settings = {k: getattr(cfg, k) for k in ("model_type", "character_coverage", "byte_fallback", "input_sentence_size")}
+    settings = {k: getattr(cfg, k) for k in (*SPM_OPTIONS, "input_sentence_size")}
     settings.update(vocab_size=vocab_size, seed=seed, version=spm.__version__)
     h.update(json.dumps(settings, sort_keys=True).encode())
     for t in texts:
