@@ -18,18 +18,16 @@ from nmt.data.normalize import normalizer
 log = logging.getLogger(__name__)
 
 CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
-
-
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0/C1 controls left after normalization
+REASONS = ("empty", "too_long", "control_chars", "length_ratio", "wrong_script")  # codes 1..5; 0 = kept
+CLEAN_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string"),
+                                    "reason": datasets.Value("int8"), "key": datasets.Value("int64")})
 
 
 def length_units(text: str) -> int:
     """Length comparable across scripts: one unit per CJK character, one per other word."""
     n_cjk = len(CJK.findall(text))
     return n_cjk + len(CJK.sub(" ", text).split())
-
-
-REASONS = ("empty", "too_long", "control_chars", "length_ratio", "wrong_script")  # codes 1..5; 0 = kept
 
 
 def _filter_settings(cfg: DataConfig) -> dict:
@@ -62,10 +60,6 @@ def _reason(s: str, t: str, f: dict) -> int:
 def _pair_key(s: str, t: str) -> int:
     """A 64-bit hash of the pair, for exact-duplicate removal without holding the text."""
     return int.from_bytes(hashlib.blake2b(f"{s}\t{t}".encode(), digest_size=8).digest(), "little", signed=True)
-
-
-CLEAN_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string"),
-                                    "reason": datasets.Value("int8"), "key": datasets.Value("int64")})
 
 
 def drop_duplicates(keys, keep, buckets: int = 16) -> int:

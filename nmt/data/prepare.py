@@ -32,8 +32,6 @@ from nmt.tokenizer import Tokenizer, load_or_train
 log = logging.getLogger(__name__)
 
 PIPELINE = 2  # bump when the prepared output changes for the same settings
-
-
 FEATURES = datasets.Features({
     "src_ids": datasets.Sequence(datasets.Value("int32")), "tgt_ids": datasets.Sequence(datasets.Value("int32")),
     "src_len": datasets.Value("int32"), "tgt_len": datasets.Value("int32"),
