@@ -26,8 +26,7 @@ CLEAN_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": data
 
 def length_units(text: str) -> int:
     """Length comparable across scripts: one unit per CJK character, one per other word."""
-    n_cjk = len(CJK.findall(text))
-    return n_cjk + len(CJK.sub(" ", text).split())
+    return len(CJK.findall(text)) + len(CJK.sub(" ", text).split())
 
 
 def _filter_settings(cfg: DataConfig) -> dict:

@@ -12,7 +12,7 @@ import datasets
 
 from nmt.config import DataConfig
 from nmt.data.cache import cache_root
-from nmt.data.text import SPLITS, DataError, check_parallel, check_tsv, iter_lines
+from nmt.data.text import SPLITS, DataError, check_parallel, count_lines, iter_lines
 
 
 def _pairs_from_files(src: str, tgt: str, tsv: str, swap: bool) -> Iterator[dict]:
@@ -60,7 +60,7 @@ def load_files(cfg: DataConfig) -> datasets.DatasetDict:
             if not path.exists():
                 continue
             swap = (cfg.tsv_columns or [cfg.src_lang])[0] != cfg.src_lang
-            out[split] = _stream_dataset(None, None, path, lambda p=path: check_tsv(p), swap=swap)
+            out[split] = _stream_dataset(None, None, path, lambda p=path: count_lines(p, fields=2), swap=swap)
             continue
         src_path, tgt_path = folder / f"{split}.{cfg.src_lang}", folder / f"{split}.{cfg.tgt_lang}"
         if not src_path.exists() and not tgt_path.exists():

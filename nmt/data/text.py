@@ -34,7 +34,7 @@ def iter_lines(path: Path) -> Iterator[str]:
 
 
 def count_lines(path: Path, fields: int = 0) -> int:
-    """Lines of a text file checked in one pass: UTF-8 and, for TSV, ``fields`` fields per row."""
+    """Lines of a non-empty text file checked in one pass: UTF-8 and, for TSV, ``fields`` fields per row."""
     from datasets.utils.tqdm import tqdm
 
     n = 0
@@ -46,6 +46,8 @@ def count_lines(path: Path, fields: int = 0) -> int:
             if n % 100_000 == 0:
                 bar.update(100_000)
         bar.update(n % 100_000)
+    if not n:
+        raise DataError(f"{path} is empty")
     return n
 
 
@@ -55,19 +57,10 @@ def read_parallel(src_path: Path, tgt_path: Path) -> list[tuple[str, str]]:
     return list(zip(iter_lines(src_path), iter_lines(tgt_path)))
 
 
-def check_parallel(src_path: Path, tgt_path: Path) -> int:
+def check_parallel(src_path: Path, tgt_path: Path) -> None:
     counts = [count_lines(p) for p in (src_path, tgt_path)]
-    for path, n in zip((src_path, tgt_path), counts):
-        if not n:
-            raise DataError(f"{path} is empty")
     if counts[0] != counts[1]:
         raise DataError(
             f"{src_path} has {counts[0]} lines but {tgt_path} has {counts[1]}: "
             f"they diverge at line {min(counts) + 1}"
         )
-    return counts[0]
-
-
-def check_tsv(path: Path) -> None:
-    if not count_lines(path, fields=2):
-        raise DataError(f"{path} is empty")
