@@ -10,6 +10,9 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
+from nmt.config import ConfigError
+from nmt.device import pick_device
+
 # Ranks > 0 wait while rank 0 works alone: preparing a corpus (WMT19 zh-en: 26M pairs at the
 # measured ~25k pairs/s is 17 minutes before sentencepiece) or validating. NCCL's default: 10 minutes.
 WAIT_TIMEOUT = timedelta(hours=12)
@@ -19,9 +22,6 @@ _wait_group: Optional[dist.ProcessGroup] = None  # gloo, with WAIT_TIMEOUT, for 
 def setup(device_name: str) -> tuple[int, int, torch.device]:
     """Join the process group (NCCL on CUDA, gloo on CPU, or $NMT_DIST_BACKEND); returns rank,
     world size, device. Local rank i uses GPU i; under gloo, ranks may share GPUs (i mod count)."""
-    from nmt.config import ConfigError
-    from nmt.device import pick_device
-
     rank, size, local = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0))
     device = pick_device(device_name)
     if size > 1:

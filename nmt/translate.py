@@ -43,7 +43,7 @@ def _write(out: TextIO, args: argparse.Namespace, line_no: int, text: str, nbest
     if args.n_best > 1:
         out.writelines(f"{line_no} ||| {source}{hyp} ||| {score:.4f}\n" for hyp, score in nbest)
     elif args.print_attention:
-        out.write(f"{source}{nbest[0][0]} ||| {hard_alignment(attention[0]) if attention else ''}\n")
+        out.write(f"{source}{nbest[0][0]} ||| {hard_alignment(attention[0])}\n")
     else:
         out.write(f"{source}{nbest[0][0]}\n")
 

@@ -20,6 +20,7 @@ from typing import Optional
 import datasets
 import numpy as np
 import sentencepiece as spm
+from omegaconf import OmegaConf
 
 from nmt import __version__
 from nmt.batching import Pairs
@@ -60,8 +61,6 @@ def _settings(data: DataConfig, tok: TokenizerConfig, seed: int, tokenizer: Opti
 
 
 def _plain(cfg) -> dict:
-    from omegaconf import OmegaConf
-
     return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(vars(cfg))
 
 
