@@ -8,22 +8,17 @@ Scores between the decoder state h_t and each source state h̄_s:
                                            from a variant with part of W_a fixed to the identity)
     location    a_t = softmax(W_a h_t) over a fixed maximum source length (the paper's baseline)
     scaled_dot  h_tᵀ h̄_s / √d  (Vaswani et al. 2017)
-    heads = N   multi-head: h_t, h̄_s projected per head, scaled dot per head, heads concatenated
-                and projected back (as torch.nn.MultiheadAttention without biases)
+    heads = N   multi-head scaled dot, as torch.nn.MultiheadAttention without biases
 
 Modes (for multi-head, the window and the Gaussian apply to every head):
 
-    global   a_t = softmax over every real source position (padding masked to -inf)
-    local_m  p_t = t; softmax within [p_t - D, p_t + D] ∩ [0, S_i - 1]; p_t is clamped to the
-             last source position so that a long output still has a window to attend to
+    global   a_t = softmax over every real source position
+    local_m  p_t = t, clamped to the last source position; softmax within [p_t - D, p_t + D]
     local_p  p_t = S_i · sigmoid(v_pᵀ tanh(W_p h_t)) with S_i the sentence's own length;
              a_t(s) = softmax-within-window(score)(s) · exp(-(s - p_t)² / (2σ²)), σ = D / 2
 
-The source-side half of every score (W_a h̄_s for general, the h̄_s half of concat, the
-per-head keys and values) is computed once per batch by ``keys`` and passed to every step.
-Long sources in a local mode gather the 2D + 1 window around p_t instead of masking the whole
-source; both paths share ``scores`` and ``align``. ``nmt.source_grad`` defers the per-step
-gradients for the source side to one matmul per batch.
+The source-side half of every score is computed once per batch (``keys``). Long sources in a
+local mode gather the 2D + 1 window around p_t instead of masking the whole source.
 """
 
 from __future__ import annotations
@@ -38,12 +33,6 @@ from nmt.config import MODES, SCORES
 from nmt.source_grad import bmm, gather
 
 
-def gaussian(dist: torch.Tensor, window: int) -> torch.Tensor:
-    """exp(-(s - p_t)² / (2σ²)) with σ = D / 2, for distances ``dist`` = s - p_t of any shape."""
-    sigma = window / 2
-    return torch.exp(-(dist**2) / (2 * sigma**2))
-
-
 class LuongAttention(nn.Module):
     def __init__(self, score: str, mode: str, hidden: int, window: int = 10, heads: int = 1, max_len: int = 256):
         super().__init__()
@@ -51,29 +40,21 @@ class LuongAttention(nn.Module):
             raise ValueError(f"attention score {score!r} is not one of {', '.join(SCORES)}")
         if mode not in MODES:
             raise ValueError(f"attention mode {mode!r} is not one of {', '.join(MODES)}")
-        if heads > 1 and (score != "scaled_dot" or hidden % heads):
-            raise ValueError(
-                f"multi-head attention needs score scaled_dot and hidden size divisible by heads "
-                f"(got score {score!r}, hidden {hidden}, heads {heads})"
-            )
         self.score, self.mode, self.window, self.heads, self.max_len = score, mode, window, heads, max_len
-        # local modes gather the 2D + 1 window instead of masking the whole source once the source
-        # is this many windows long. On a 2-core CPU with hidden 256 gathering did not pay even
-        # at 200 positions (scripts/benchmark_local.py): per-step op overhead dominates there.
+        # local modes gather the window once the source is this many windows long; on 2 CPU cores
+        # gathering did not pay even at 200 positions (scripts/benchmark_local.py)
         self.gather_above = 20.0
         # in training, sum the steps' gradients for keys and memory once per batch (nmt.source_grad)
         self.defer_source_grads = True
-        if heads > 1:
+        if heads > 1 or score == "concat":  # concat: W_a [h_t; h̄_s] = W_q h_t + W_k h̄_s, one full matrix in two halves
             self.W_q = nn.Linear(hidden, hidden, bias=False)
             self.W_k = nn.Linear(hidden, hidden, bias=False)
+        if heads > 1:
             self.W_v = nn.Linear(hidden, hidden, bias=False)
             self.W_o = nn.Linear(hidden, hidden, bias=False)
         elif score == "general":
             self.W_a = nn.Linear(hidden, hidden, bias=False)
         elif score == "concat":
-            # W_a [h_t; h̄_s] = W_q h_t + W_k h̄_s : the two halves of one full matrix
-            self.W_q = nn.Linear(hidden, hidden, bias=False)
-            self.W_k = nn.Linear(hidden, hidden, bias=False)
             self.v_a = nn.Linear(hidden, 1, bias=False)
         elif score == "location":
             self.W_a = nn.Linear(hidden, max_len, bias=False)
@@ -82,8 +63,7 @@ class LuongAttention(nn.Module):
             self.v_p = nn.Linear(hidden, 1, bias=False)
 
     def keys(self, memory: torch.Tensor) -> torch.Tensor:
-        """The step-independent half of the score: (batch, src_len, hidden), or keys and values
-        side by side (batch, src_len, 2 hidden) for multi-head."""
+        """The step-independent half of the score (batch, src_len, hidden); multi-head: keys and values (…, 2 hidden)."""
         if self.heads > 1:
             return torch.cat([self.W_k(memory), self.W_v(memory)], -1)
         if self.score == "general":
@@ -101,21 +81,14 @@ class LuongAttention(nn.Module):
         src_lens: torch.Tensor,
         positions: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
-        """Attend from T decoder states at once (T = 1 inside the input-feeding loop).
+        """Attend from T decoder states h_t (batch, T, hidden) at once (T = 1 in the input-feeding loop).
 
-        Args:
-            query: (batch, T, hidden) decoder states h_t.
-            keys: from ``keys(memory)``.
-            memory: (batch, src_len, hidden) source states h̄_s (the values).
-            mask: (batch, src_len) bool, True at real tokens.
-            src_lens: (batch,) float source lengths S_i.
-            positions: (T,) float target step indices t (used by local_m).
-        Returns:
-            context c_t (batch, T, hidden), weights a_t (batch, T, src_len) (the mean over
-            heads for multi-head), and p_t (batch, T) for the local modes (None for global).
-        """
+        ``keys`` from ``keys(memory)``; memory (batch, src_len, hidden) h̄_s; mask (batch, src_len) True at real
+        tokens; src_lens (batch,) float S_i; positions (T,) float t. Returns c_t (batch, T, hidden), a_t (batch,
+        T, src_len) (mean over heads) and p_t (batch, T) (None for global)."""
         p = self.position(query, src_lens, positions)  # (batch, T) or None
-        if p is not None and self.windowed(mask.size(1)):
+        if (p is not None and self.heads == 1 and self.score != "location"
+                and mask.size(1) > self.gather_above * (2 * self.window + 1)):  # gather the window, don't mask
             return self._local_window(query, keys, memory, mask, p)
         allowed, dist = mask.unsqueeze(1), None  # (batch, 1, src_len)
         if p is not None:
@@ -133,8 +106,7 @@ class LuongAttention(nn.Module):
         return self.W_o(context), weights.mean(1).to(memory.dtype), p
 
     def position(self, query: torch.Tensor, src_lens: torch.Tensor, positions: torch.Tensor) -> Optional[torch.Tensor]:
-        """p_t (batch, T): t clamped to S_i - 1 (local_m), S_i · sigmoid(v_pᵀ tanh(W_p h_t))
-        (local_p), None for global."""
+        """p_t (batch, T): t clamped to S_i - 1 (local_m), S_i · sigmoid(v_pᵀ tanh(W_p h_t)) (local_p), or None."""
         if self.mode == "local_m":
             return torch.minimum(positions.unsqueeze(0), (src_lens - 1).unsqueeze(1))
         if self.mode == "local_p":
@@ -143,11 +115,8 @@ class LuongAttention(nn.Module):
         return None
 
     def scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """score(h_t, h̄_s) for dot, general, concat and scaled_dot (``keys`` from ``keys``).
-
-        query (batch, T, d) against keys shared by every step (batch, S, d) → (batch, T, S),
-        or against a window of keys per step (batch, T, W, d) → (batch, T, W).
-        """
+        """score(h_t, h̄_s) but location: query (batch, T, d) against keys (batch, S, d) → (batch, T, S),
+        or against a window of keys per step (batch, T, W, d) → (batch, T, W)."""
         if self.score == "concat":  # v_aᵀ tanh(W_q h_t + W_k h̄_s)
             k = keys if keys.dim() == 4 else keys.unsqueeze(1)  # (batch, T or 1, S or W, d)
             return self.v_a(torch.tanh(self.W_q(query).unsqueeze(2) + k)).squeeze(-1)
@@ -164,21 +133,14 @@ class LuongAttention(nn.Module):
             allowed = allowed & (dist.abs() <= self.window)
         weights = torch.softmax(scores.float().masked_fill(~allowed, float("-inf")), dim=-1)
         if self.mode == "local_p":
-            weights = weights * gaussian(dist, self.window)
+            sigma = self.window / 2
+            weights = weights * torch.exp(-(dist**2) / (2 * sigma**2))  # exp(-(s - p_t)² / (2σ²))
         return weights
-
-    def windowed(self, src_len: int) -> bool:
-        """Whether a local mode gathers the 2D + 1 window for sources this long (else it masks)."""
-        return (self.mode != "global" and self.heads == 1 and self.score != "location"
-                and src_len > self.gather_above * (2 * self.window + 1))
 
     def _local_window(
         self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor, p: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Local attention that touches only the 2D + 1 positions around p_t: O(D) per step, not O(S).
-
-        Same weights and context as masking the full source, for sources much longer than the window.
-        """
+        """Local attention over only the 2D + 1 positions around p_t: O(D) per step, not O(S); same result as masking."""
         B, T, H = query.shape
         S, W = mask.size(1), 2 * self.window + 1
         idx = torch.ceil(p - self.window).long().unsqueeze(-1) + torch.arange(W, device=p.device)  # (B, T, W)

@@ -6,14 +6,11 @@ import signal
 import time
 from typing import Optional
 
-from nmt.config import check_budget
-
 
 class Budget:
     """Stops training at the first of max_steps, max_epochs, max_minutes; estimates the ETA."""
 
     def __init__(self, max_steps: int, max_epochs: int, max_minutes: float, steps_per_epoch: int):
-        check_budget(max_steps, max_epochs, max_minutes)
         self.max_steps, self.max_epochs, self.max_seconds = max_steps, max_epochs, max_minutes * 60
         self.steps_per_epoch = steps_per_epoch
         self.start = time.perf_counter()
@@ -22,34 +19,18 @@ class Budget:
         return time.perf_counter() - self.start
 
     def done(self, step: int, epoch: int) -> bool:
-        return bool(
-            (self.max_steps and step >= self.max_steps)
-            or (self.max_epochs and epoch >= self.max_epochs)
-            or (self.max_seconds and self.elapsed() >= self.max_seconds)
-        )
+        return self.progress(step, epoch) >= 1.0
 
     def progress(self, step: int, epoch_progress: float) -> float:
         """The fraction of the budget used (0..1): the largest over the limits that are set."""
-        parts = [0.0]
-        if self.max_steps:
-            parts.append(step / self.max_steps)
-        if self.max_epochs:
-            parts.append(epoch_progress / self.max_epochs)
-        if self.max_seconds:
-            parts.append(self.elapsed() / self.max_seconds)
-        return min(1.0, max(parts))
+        used = ((step, self.max_steps), (epoch_progress, self.max_epochs), (self.elapsed(), self.max_seconds))
+        return min(1.0, max([0.0] + [x / limit for x, limit in used if limit]))
 
     def eta(self, step: int, steps_done_here: int) -> float:
         """Seconds left: the nearest of the limits, extrapolated from this process's pace."""
         pace = self.elapsed() / max(steps_done_here, 1)
-        left = []
-        if self.max_steps:
-            left.append((self.max_steps - step) * pace)
-        if self.max_epochs:
-            left.append((self.max_epochs * self.steps_per_epoch - step) * pace)
-        if self.max_seconds:
-            left.append(self.max_seconds - self.elapsed())
-        return max(0.0, min(left))
+        left = [(limit - step) * pace for limit in (self.max_steps, self.max_epochs * self.steps_per_epoch) if limit]
+        return max(0.0, min(left + ([self.max_seconds - self.elapsed()] if self.max_seconds else [])))
 
 
 def fmt_time(seconds: float) -> str:

@@ -1,8 +1,5 @@
-"""Self-contained checkpoints: weights, config, tokenizer bytes, normalization, training state.
-
-Written atomically (temp file, fsync, rename) so a crash never leaves a half-written file
-under the final name; loaded with ``weights_only=True``.
-"""
+"""Self-contained checkpoints (weights, config, tokenizer, training state), written atomically (temp
+file, fsync, rename) so a crash never leaves a half-written file; loaded with ``weights_only=True``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """The input-feeding decoder step through ``torch.compile``, where it pays, with an eager fallback.
 
-The step runs once per target position, about ten small kernels per layer: on a GPU that is
-bound by kernel launches, not arithmetic. Inductor fuses each layer's gate nonlinearities and
-the attention's pointwise work, so a step launches a few kernels instead of dozens.
-
-Not CUDA graphs (``mode="reduce-overhead"``): batch shapes change with every batch (rows,
-source length), and a graph is recorded per shape; in training each of the T steps' outputs is
-held for the backward, so a batch would need T graphs of its own.
+The step (about ten small kernels per layer) is launch-bound on a GPU; Inductor fuses its pointwise
+work. Not CUDA graphs: shapes change with every batch, and training would need a graph per step.
 """
 
 from __future__ import annotations
@@ -23,10 +18,7 @@ log = logging.getLogger("nmt.compiled_step")
 
 
 def wanted(setting: Optional[bool], device: torch.device, decoder: Decoder) -> bool:
-    """trainer.compile: true or false as given; null (auto) = on CUDA, for an input-feeding decoder.
-
-    On the CPU auto stays eager: compiling takes ~90 s on 2 cores for +13 % tok/s (bench-small).
-    """
+    """trainer.compile as given; null (auto): on CUDA, for an input-feeding decoder."""
     if setting is None:
         return device.type == "cuda" and decoder.input_feeding
     return setting

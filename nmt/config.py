@@ -1,9 +1,5 @@
-"""Typed configuration schema, mirrored by the YAML tree under ``configs/``.
-
-The dataclasses are registered with Hydra's ConfigStore so that a misspelled key or a
-value of the wrong type is rejected when the config is composed; ``validate`` then checks
-the choices and ranges that a type cannot express.
-"""
+"""Typed configuration schema, mirrored by the YAML tree under ``configs/``: Hydra's ConfigStore rejects
+a misspelled key or a value of the wrong type; ``validate`` checks what a type cannot express."""
 
 from __future__ import annotations
 
@@ -91,18 +87,14 @@ class TrainerConfig:
     precision: str = "auto"
     seed: int = 42
     threads: int = 0  # CPU threads; 0 = the cores, shared among torchrun's local processes
-    # torch.compile the decoder step; None = auto: on CUDA (launch-bound), not on the CPU (there +13 % tok/s
-    # on bench-small, 2 cores, after ~90 s of compiling); nmt/compiled_step.py
-    compile: Optional[bool] = None
+    compile: Optional[bool] = None  # torch.compile the decoder step; None = auto: on CUDA only (nmt/compiled_step.py)
     batch_tokens: int = 1200  # token budget per batch (max of source and target pieces)
     batch_sentences: int = 0  # at most this many sentences per batch; 0 = only the token budget
     accum_steps: int = 1  # batches per update (gradient accumulation)
     optimizer: str = "adam"  # adam | adamw | sgd (the paper's: sgd, lr 1.0)
     lr: float = 1e-3
     weight_decay: float = 0.0
-    # constant | halving (the paper's) | plateau (dev BLEU) | inverse_sqrt | linear | cosine (nmt/optim.py);
-    # linear and cosine decay to 0 when the budget (steps, epochs or minutes) ends
-    schedule: str = "constant"
+    schedule: str = "constant"  # constant | halving (the paper's) | plateau | inverse_sqrt | linear | cosine (nmt/optim.py)
     warmup_steps: int = 0  # linear warm-up (any schedule); inverse_sqrt decays after it
     halve_after_epoch: int = 5  # halving: halve after every epoch past this one
     decay_factor: float = 0.5  # halving and plateau
@@ -152,20 +144,16 @@ def check_choice(key: str, value: Any, choices: tuple) -> None:
         raise ConfigError(f"{key}={value!r} is not valid; choose one of {', '.join(choices)}")
 
 
-def check_positive(key: str, value: float, allow_zero: bool = False) -> None:
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ConfigError(f"{key}={value!r} must be {'>= 0' if allow_zero else '> 0'}")
-
-
-def check_budget(max_steps: int, max_epochs: int, max_minutes: float) -> None:
-    """A run must be able to stop: at least one budget is set."""
-    if not (max_steps or max_epochs or max_minutes):
-        raise ConfigError("set at least one of trainer.max_steps, trainer.max_epochs, trainer.max_minutes (all are 0)")
+def check_positive(section: str, obj: Any, keys: tuple[str, ...], allow_zero: bool = False) -> None:
+    """Each of ``keys`` of ``obj`` (the config ``section``) is > 0, or >= 0 with ``allow_zero``."""
+    for key in keys:
+        value = getattr(obj, key)
+        if value < 0 or (value == 0 and not allow_zero):
+            raise ConfigError(f"{section}.{key}={value!r} must be {'>= 0' if allow_zero else '> 0'}")
 
 
 def unknown_keys(cfg: DictConfig, schema: DictConfig, prefix: str = "") -> list[str]:
-    """Dotted keys of ``cfg`` that the typed ``schema`` does not have (Hydra's ``+key=value``
-    adds them past the schema's struct flag)."""
+    """Dotted keys of ``cfg`` that the typed ``schema`` lacks (Hydra's ``+key=value`` adds them past its struct flag)."""
     unknown = []
     for key in cfg.keys():
         if key not in schema:
@@ -180,10 +168,8 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     if isinstance(cfg, DictConfig) and (unknown := unknown_keys(cfg, OmegaConf.structured(TrainConfig))):
         raise ConfigError(f"{', '.join(unknown)}: no such setting (check the spelling; see nmt/config.py)")
     _validate_data(cfg.data)
-    t = cfg.tokenizer
-    check_choice("tokenizer.model_type", t.model_type, ("unigram", "bpe", "char", "word"))
-    check_positive("tokenizer.src_vocab_size", t.src_vocab_size)
-    check_positive("tokenizer.tgt_vocab_size", t.tgt_vocab_size)
+    check_choice("tokenizer.model_type", cfg.tokenizer.model_type, ("unigram", "bpe", "char", "word"))
+    check_positive("tokenizer", cfg.tokenizer, ("src_vocab_size", "tgt_vocab_size"))
     validate_model(cfg.model)
     _validate_trainer(cfg.trainer)
 
@@ -196,43 +182,32 @@ def _validate_data(d: DataConfig) -> None:
         raise ConfigError("data.source=hub needs data.name (a hub dataset or a local path)")
     if d.opencc is not None:
         check_choice("data.opencc", d.opencc, ("t2s", "tw2s", "hk2s", "s2t"))
-    check_positive("data.max_ratio", d.max_ratio, allow_zero=True)
     check_choice("data.format", d.format, ("text", "tsv"))
-    check_positive("data.num_proc", d.num_proc, allow_zero=True)
     if d.tsv_columns is not None and sorted(d.tsv_columns) != sorted([d.src_lang, d.tgt_lang]):
         raise ConfigError(f"data.tsv_columns={list(d.tsv_columns)} must name {d.src_lang} and {d.tgt_lang} once each")
-    for key in ("dev_size", "test_size", "max_chars", "max_tokens"):
-        check_positive(f"data.{key}", getattr(d, key), allow_zero=key.endswith("size"))
+    check_positive("data", d, ("max_chars", "max_tokens"))
+    check_positive("data", d, ("max_ratio", "num_proc", "dev_size", "test_size"), allow_zero=True)
 
 
 def validate_model(m: ModelConfig) -> None:
     """The model's settings (also checked by ``build_model``, for models built without a run config)."""
     check_choice("model.rnn_type", m.rnn_type, ("lstm", "gru"))
-    for key in ("emb_size", "hidden_size", "encoder_layers", "decoder_layers"):
-        check_positive(f"model.{key}", getattr(m, key))
+    check_positive("model", m, ("emb_size", "hidden_size", "encoder_layers", "decoder_layers", "init_range"))
     if m.bidirectional and m.hidden_size % 2:
-        raise ConfigError(
-            f"model.hidden_size={m.hidden_size} must be even with model.bidirectional=true "
-            "(each direction gets half)"
-        )
+        raise ConfigError(f"model.hidden_size={m.hidden_size} must be even with model.bidirectional=true "
+                          "(each direction gets half)")
     if not 0 <= m.dropout < 1:
         raise ConfigError(f"model.dropout={m.dropout} must be in [0, 1)")
-    check_choice("model.attention.score", m.attention.score, SCORES)
-    check_choice("model.attention.mode", m.attention.mode, MODES)
-    if m.attention.mode != "global":
-        check_positive("model.attention.window", m.attention.window)
-    check_positive("model.attention.heads", m.attention.heads)
-    if m.attention.heads > 1 and m.attention.score != "scaled_dot":
-        raise ConfigError(
-            f"model.attention.heads={m.attention.heads} needs model.attention.score=scaled_dot "
-            f"(multi-head attention is scaled dot-product per head), not {m.attention.score!r}"
-        )
-    if m.attention.heads > 1 and m.hidden_size % m.attention.heads:
-        raise ConfigError(f"model.hidden_size={m.hidden_size} is not divisible by model.attention.heads={m.attention.heads}")
-    if m.attention.score == "location":
-        check_positive("model.attention.max_len", m.attention.max_len)
-    if not 0 < m.init_range:
-        raise ConfigError(f"model.init_range={m.init_range} must be > 0")
+    a = m.attention
+    check_choice("model.attention.score", a.score, SCORES)
+    check_choice("model.attention.mode", a.mode, MODES)
+    check_positive("model.attention", a, ("heads",) + (("window",) if a.mode != "global" else ())
+                   + (("max_len",) if a.score == "location" else ()))
+    if a.heads > 1 and a.score != "scaled_dot":
+        raise ConfigError(f"model.attention.heads={a.heads} needs model.attention.score=scaled_dot "
+                          f"(multi-head attention is scaled dot-product per head), not {a.score!r}")
+    if a.heads > 1 and m.hidden_size % a.heads:
+        raise ConfigError(f"model.hidden_size={m.hidden_size} is not divisible by model.attention.heads={a.heads}")
 
 
 def _validate_trainer(tr: TrainerConfig) -> None:
@@ -245,14 +220,13 @@ def _validate_trainer(tr: TrainerConfig) -> None:
     check_choice("trainer.early_stopping_metric", tr.early_stopping_metric, ("bleu", "loss"))
     if not 0 < tr.decay_factor <= 1:
         raise ConfigError(f"trainer.decay_factor={tr.decay_factor} must be in (0, 1]")
-    for key in ("batch_tokens", "lr", "log_every", "valid_every", "valid_beam", "accum_steps", "keep_best",
-                "plateau_patience", "max_nonfinite"):
-        check_positive(f"trainer.{key}", getattr(tr, key))
-    for key in ("max_steps", "max_epochs", "max_minutes", "clip_norm", "test_beam", "threads", "keep_last",
-                "save_every", "warmup_steps", "batch_sentences", "attention_images", "weight_decay",
-                "early_stopping_patience", "halve_after_epoch"):
-        check_positive(f"trainer.{key}", getattr(tr, key), allow_zero=True)
-    check_budget(tr.max_steps, tr.max_epochs, tr.max_minutes)
+    check_positive("trainer", tr, ("batch_tokens", "lr", "log_every", "valid_every", "valid_beam", "accum_steps",
+                                   "keep_best", "plateau_patience", "max_nonfinite"))
+    check_positive("trainer", tr, ("max_steps", "max_epochs", "max_minutes", "clip_norm", "test_beam", "threads",
+                                   "keep_last", "save_every", "warmup_steps", "batch_sentences", "attention_images",
+                                   "weight_decay", "early_stopping_patience", "halve_after_epoch"), allow_zero=True)
+    if not (tr.max_steps or tr.max_epochs or tr.max_minutes):  # a run must be able to stop
+        raise ConfigError("set at least one of trainer.max_steps, trainer.max_epochs, trainer.max_minutes (all are 0)")
     if not 0 <= tr.label_smoothing < 1:
         raise ConfigError(f"trainer.label_smoothing={tr.label_smoothing} must be in [0, 1)")
 
@@ -264,5 +238,4 @@ def to_dict(cfg: DictConfig) -> dict:
 
 def from_dict(d: dict) -> DictConfig:
     """Rebuild a typed config from a checkpoint's dict, tolerating keys added later."""
-    base = OmegaConf.structured(TrainConfig)
-    return OmegaConf.merge(base, d)
+    return OmegaConf.merge(OmegaConf.structured(TrainConfig), d)

@@ -1,23 +1,22 @@
-"""Translation as a library: raw lines in, n-best translations, attention alignments or BLEU and
-chrF out. The command-line tools (``nmt.translate``, ``nmt.evaluate``, ``nmt.serve``) and training's
-validation all decode through here, so that they cannot drift apart.
-"""
+"""Translation as a library: raw lines in, n-best translations, alignments or BLEU and chrF (sacrebleu,
+with signatures) out; the command-line tools and training's validation all decode through here."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Optional, Union
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
+from sacrebleu.metrics import BLEU, CHRF
 
 from nmt.batching import inference_batches, make_batch
 from nmt.checkpoint import CheckpointError, load_model
-from nmt.metrics import Scores, score
 from nmt.model import Seq2Seq
-from nmt.search import beam_search
+from nmt.search import Models, beam_search
 from nmt.tokenizer import Tokenizer
 from nmt.vocab import EOS
 
@@ -25,7 +24,7 @@ MAX_SRC_PIECES = 250  # longer inputs are cut: bounds time and memory per line
 
 
 def translate_nbest(
-    models: Union[Seq2Seq, Sequence[Seq2Seq]],
+    models: Models,
     tok: Tokenizer,
     normalize: Callable[[str], str],
     texts: Sequence[str],
@@ -39,11 +38,8 @@ def translate_nbest(
     stop: str = "full",
     progress: Optional[Callable[[int], None]] = None,
 ) -> list[list[tuple[str, float]]]:
-    """The ``n_best`` translations of each raw source line with their scores, best first.
-
-    Lines are decoded sorted by length and returned in input order; a line that is empty
-    after normalization gets one empty translation. ``progress(n)`` hears of every n lines done.
-    """
+    """The ``n_best`` translations of each raw source line with their scores, best first, in input order;
+    a line empty after normalization gets one empty translation. ``progress(n)`` hears of n lines done."""
     norm = [normalize(t) for t in texts]
     ids = [s[:MAX_SRC_PIECES] for s in tok.encode_src(norm)]
     out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in texts]
@@ -68,13 +64,10 @@ def translate_nbest(
     return out
 
 
-def translate_texts(models: Union[Seq2Seq, Sequence[Seq2Seq]], tok: Tokenizer, normalize: Callable[[str], str],
-                    texts: Sequence[str], beam: int = 5, alpha: float = 1.0, batch_tokens: int = 8000,
-                    device: torch.device = torch.device("cpu"), stop: str = "full",
-                    progress: Optional[Callable[[int], None]] = None) -> list[str]:
-    """The best translation of each raw source line."""
-    return [h[0][0] for h in translate_nbest(models, tok, normalize, texts, beam, alpha, batch_tokens, device,
-                                             stop=stop, progress=progress)]
+def translate_texts(models: Models, tok: Tokenizer, normalize: Callable[[str], str], texts: Sequence[str],
+                    **search) -> list[str]:
+    """The best translation of each raw source line (``search``: keywords of ``translate_nbest``)."""
+    return [h[0][0] for h in translate_nbest(models, tok, normalize, texts, **search)]
 
 
 def align(
@@ -113,29 +106,36 @@ def load_models(paths: Sequence[str], device: torch.device):
     return models, tok, cfg
 
 
-def evaluate(
-    models: Union[Seq2Seq, Sequence[Seq2Seq]],
-    tok: Tokenizer,
-    normalize: Callable[[str], str],
-    src: Sequence[str],
-    refs: Sequence[Sequence[str]],
-    tgt_lang: str = "en",
-    beam: int = 1,
-    alpha: float = 1.0,
-    device: torch.device = torch.device("cpu"),
-    stop: str = "full",
-    progress: Optional[Callable[[int], None]] = None,
-) -> tuple[Scores, list[str]]:
-    """Translate ``src`` and score it against one or more reference streams."""
-    hyps = translate_texts(models, tok, normalize, src, beam=beam, alpha=alpha, device=device, stop=stop,
-                           progress=progress)
+@dataclass
+class Scores:
+    bleu: float
+    chrf: float
+    bleu_signature: str
+    chrf_signature: str
+
+
+def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], tgt_lang: str = "en") -> Scores:
+    """``refs`` is a list of reference streams, each aligned with ``hyps``; sacrebleu's zh tokenizer for Chinese."""
+    for i, r in enumerate(refs):
+        if len(r) != len(hyps):
+            raise ValueError(f"reference set {i + 1} has {len(r)} lines but there are {len(hyps)} hypotheses")
+    bleu = BLEU(tokenize="zh" if tgt_lang.startswith("zh") else "13a")
+    chrf = CHRF()
+    b = bleu.corpus_score(list(hyps), [list(r) for r in refs])
+    c = chrf.corpus_score(list(hyps), [list(r) for r in refs])
+    return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()))
+
+
+def evaluate(models: Models, tok: Tokenizer, normalize: Callable[[str], str], src: Sequence[str],
+             refs: Sequence[Sequence[str]], tgt_lang: str = "en", beam: int = 1, **search) -> tuple[Scores, list[str]]:
+    """Translate ``src`` (``search``: keywords of ``translate_nbest``) and score it against the reference streams."""
+    hyps = translate_texts(models, tok, normalize, src, beam=beam, **search)
     return score(hyps, refs, tgt_lang), hyps
 
 
 @contextlib.contextmanager
 def progress_bar(total: int, desc: str) -> Iterator[Optional[Callable[[int], None]]]:
-    """``update(n)`` of a progress bar on stderr when it is a terminal and there is more than one
-    line; None (quiet) when stderr is piped or redirected."""
+    """``update(n)`` of a progress bar on stderr for more than one line, when stderr is a terminal; else None."""
     if total <= 1 or not sys.stderr.isatty():
         yield None
         return

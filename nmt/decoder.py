@@ -1,8 +1,7 @@
 """Luong decoder: stacked RNN, attention, attentional state h̃_t = tanh(W_c [c_t; h_t]).
 
-With input feeding (the paper's default) h̃_{t-1} joins the input at step t, so the decoder
-runs step by step. Without it the RNN runs over the whole target in one call and attention is
-one batched matmul: the fast path.
+With input feeding (the paper's default) h̃_{t-1} joins the input at step t, so the decoder runs
+step by step; without it the RNN runs over the whole target in one call (the fast path).
 """
 
 from __future__ import annotations
@@ -14,8 +13,7 @@ import torch
 from torch import nn
 
 from nmt.attention import LuongAttention
-from nmt.dropout import Dropout
-from nmt.encoder import RNNS
+from nmt.encoder import RNNS, Dropout
 from nmt.vocab import PAD
 
 State = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]  # (layers, batch, hidden) [h, c]
@@ -62,15 +60,8 @@ class Decoder(nn.Module):
     def forward(
         self, tgt_in: torch.Tensor, state: State, src: Source, keep_attention: bool = False
     ) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
-        """Teacher-forced pass over a whole target.
-
-        Args:
-            tgt_in: (batch, tgt_len) BOS y_1 .. y_{n}.
-        Returns:
-            h̃ for every step (batch, tgt_len, hidden) and, if asked, the attention weights
-            (batch, tgt_len, src_len) and the local-attention centres p_t (batch, tgt_len)
-            (None for global attention).
-        """
+        """Teacher-forced pass over tgt_in (batch, tgt_len): h̃ (batch, tgt_len, hidden) and, if asked, the
+        attention weights (batch, tgt_len, src_len) and local centres p_t (batch, tgt_len) or None."""
         emb = self.dropout(self.embed(tgt_in))  # (batch, tgt_len, emb)
         T = tgt_in.size(1)
         positions = torch.arange(T, device=tgt_in.device, dtype=torch.float)  # (tgt_len,)
@@ -78,7 +69,7 @@ class Decoder(nn.Module):
             h, _ = self.rnn(emb, state)  # (batch, tgt_len, hidden)
             att, a, p = self._attend(h, src, positions)
             return (att, a, p) if keep_attention else (att, None, None)
-        w = self._weights()
+        w = self.step_weights()
         # unbind, not x[:, t]: the backward of T selects would write T zero-filled copies of x
         # (O(T²) memory traffic), the backward of one unbind stacks the T gradients once
         xs = self._project_inputs(emb, w).unbind(1)  # tgt_len × (batch, gates)
@@ -101,17 +92,9 @@ class Decoder(nn.Module):
         self, y_prev: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor,
         weights: Optional[list] = None,
     ) -> tuple[torch.Tensor, torch.Tensor, State, torch.Tensor, Optional[torch.Tensor]]:
-        """One decoding step for search.
-
-        Args:
-            y_prev: (batch,) previous tokens; feed: (batch, 1, hidden) h̃_{t-1};
-            position: (1,) float step index t; weights: ``step_weights()``, computed once
-            per search instead of at every step (computed here when not given).
-        Returns:
-            log-probabilities (batch, vocab), h̃_t (batch, 1, hidden), the new state,
-            weights (batch, 1, src_len) and p_t (batch, 1) or None.
-        """
-        w = self._weights() if weights is None else weights
+        """One search step from y_prev (batch,), feed h̃_{t-1} (batch, 1, hidden), position (1,) t and ``step_weights()``:
+        log-probabilities (batch, vocab), h̃_t (batch, 1, hidden), the state, weights (batch, 1, src_len), p_t or None."""
+        w = self.step_weights() if weights is None else weights
         x = self._project_inputs(self.dropout(self.embed(y_prev)), w)  # (batch, gates)
         if w is not None:
             state = (state[0].unbind(0), state[1].unbind(0))
@@ -121,14 +104,11 @@ class Decoder(nn.Module):
         logp = torch.log_softmax(self.out(feed).squeeze(1).float(), dim=-1)  # (batch, vocab)
         return logp, feed, state, a, p
 
-    # The input-feeding RNN runs one step at a time. For an LSTM the cell is written out with
-    # the nn.LSTM's own parameters: the embedding half of layer 0's input projection is then
-    # one matmul over all steps, and each layer's step is one matmul over [input; h].
+    # The input-feeding LSTM's cell is written out with the nn.LSTM's own parameters: the embedding
+    # half of layer 0's input projection is then one matmul over all steps, and each layer's step
+    # one matmul over [input; h].
     def step_weights(self) -> Optional[list[tuple[torch.Tensor, Optional[torch.Tensor]]]]:
-        """The per-layer [input; h] weight matrices of the input-feeding LSTM (None otherwise)."""
-        return self._weights()
-
-    def _weights(self) -> Optional[list[tuple[torch.Tensor, Optional[torch.Tensor]]]]:
+        """The per-layer [input; h] weight matrices and biases of the input-feeding LSTM (None otherwise)."""
         if not self.input_feeding or self.rnn.mode != "LSTM":
             return None
         r, E = self.rnn, self.embed.embedding_dim
@@ -146,11 +126,8 @@ class Decoder(nn.Module):
         return nn.functional.linear(emb, r.weight_ih_l0[:, :E], r.bias_ih_l0 + r.bias_hh_l0)  # (..., 4H)
 
     def _step(self, x: torch.Tensor, feed: torch.Tensor, state, src: Source, position: torch.Tensor, w):
-        """x: (batch, 4H) projected embedding (LSTM) or (batch, emb) embedding (GRU).
-
-        state: the nn.RNN's (layers, batch, hidden) state, or for the written-out LSTM (w given)
-        per-layer sequences ([h_l], [c_l]) of (batch, hidden) tensors.
-        """
+        """x: (batch, 4H) projected embedding (LSTM) or (batch, emb) embedding; state: the nn.RNN's, or
+        for the written-out LSTM (w given) per-layer sequences ([h_l], [c_l]) of (batch, hidden)."""
         if w is None:
             x = torch.cat([x.unsqueeze(1), feed], -1) if self.input_feeding else x.unsqueeze(1)
             h, state = self.rnn(x, state)  # (batch, 1, hidden)

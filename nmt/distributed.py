@@ -1,7 +1,5 @@
-"""DistributedDataParallel under ``torchrun``: set-up and the few collective calls training needs.
-
-Without torchrun (WORLD_SIZE unset or 1) every function here is a no-op for a single process.
-"""
+"""DistributedDataParallel under ``torchrun``: set-up and the few collective calls training needs
+(no-ops for a single process)."""
 
 from __future__ import annotations
 
@@ -12,24 +10,19 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
+from nmt.config import ConfigError
+from nmt.device import pick_device
+
 # Ranks > 0 wait while rank 0 works alone: preparing a corpus (WMT19 zh-en: 26M pairs at the
 # measured ~25k pairs/s is 17 minutes before sentencepiece) or validating. NCCL's default: 10 minutes.
 WAIT_TIMEOUT = timedelta(hours=12)
 _wait_group: Optional[dist.ProcessGroup] = None  # gloo, with WAIT_TIMEOUT, for barrier()
 
 
-def world() -> tuple[int, int, int]:
-    """(rank, world size, local rank) from torchrun's environment."""
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0))
-
-
 def setup(device_name: str) -> tuple[int, int, torch.device]:
     """Join the process group (NCCL on CUDA, gloo on CPU, or $NMT_DIST_BACKEND); returns rank,
     world size, device. Local rank i uses GPU i; under gloo, ranks may share GPUs (i mod count)."""
-    from nmt.config import ConfigError
-    from nmt.device import pick_device
-
-    rank, size, local = world()
+    rank, size, local = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0))
     device = pick_device(device_name)
     if size > 1:
         backend = os.environ.get("NMT_DIST_BACKEND") or ("nccl" if device.type == "cuda" else "gloo")
@@ -59,11 +52,8 @@ def barrier() -> None:
 
 
 def seed_rank(seed: int, rank: int, step: int) -> None:
-    """Give ranks > 0 their own torch RNG stream (dropout masks), from (seed, rank, step).
-
-    Rank 0 keeps its stream, so one process draws exactly what it always did; ``step`` gives a
-    resumed run (whose checkpoint holds rank 0's RNG state) fresh streams on the other ranks.
-    """
+    """Give ranks > 0 their own torch RNG stream (dropout masks) from (seed, rank, step): rank 0 keeps its
+    own, so one process draws what it always did; ``step`` gives a resumed run fresh streams."""
     if rank:
         torch.manual_seed(hash((seed, rank, step)) % 2**63)  # ints hash the same in every process
 

@@ -1,15 +1,13 @@
 """BLEU and chrF of a model on held-out sets: ``python -m nmt.evaluate RUN_DIR_OR_CKPT``.
 
-Sets are splits of the corpus the model was trained on (``--split test``) and/or file pairs
-(``--src FILE --ref FILE [--ref FILE ...]``, repeatable: each ``--src`` starts a set, the
-``--ref`` after it are its references). One table, one row per set, with sacrebleu
-signatures. Training calls ``evaluate`` for its dev scores, so validation and test decoding
-cannot drift apart.
+Sets are splits of the training corpus (``--split test``) and/or files (``--src FILE --ref FILE
+[--ref FILE ...]``: each ``--src`` starts a set); one table, one row per set, with sacrebleu signatures.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -24,8 +22,6 @@ from nmt.data.text import DataError, read_lines
 from nmt.decode import evaluate, load_models, progress_bar
 from nmt.device import pick_device, set_threads
 from nmt.search import STOPS
-
-log = logging.getLogger("nmt.evaluate")
 
 
 class _AddSet(argparse.Action):
@@ -96,12 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             t0 = time.perf_counter()
             with progress_bar(len(src), s["name"]) as update:
                 scores, hyps = evaluate(
-                    models, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam, args.alpha, device,
-                    stop=args.stop, progress=update,
+                    models, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam, alpha=args.alpha,
+                    device=device, stop=args.stop, progress=update,
                 )
             seconds = time.perf_counter() - t0  # decoding and scoring alone: no start-up, loading or reading
             rows.append({"set": s["name"], "sentences": len(src), "references": len(refs), "beam": args.beam,
-                         "stop": args.stop, **scores.as_dict(), "decode_seconds": round(seconds, 3),
+                         "stop": args.stop, **dataclasses.asdict(scores), "decode_seconds": round(seconds, 3),
                          "sentences_per_s": round(len(src) / seconds, 1)})
             if args.output:
                 out = Path(args.output)

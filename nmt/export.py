@@ -1,10 +1,7 @@
 """Export a model for deployment without PyTorch: ``python -m nmt.export RUN_DIR_OR_CKPT OUT_DIR --format onnx``.
 
-OUT_DIR receives ``encoder.onnx`` and ``decoder_step.onnx``, the sentencepiece models and
-``meta.json`` (normalization, special ids, limits, attention settings); decode it with
-``python -m nmt.onnx_runtime OUT_DIR "你好。"`` or serve it with ``python -m nmt.serve --onnx OUT_DIR``
-(onnxruntime, numpy and sentencepiece only). The TorchScript export of earlier versions is gone:
-torch.jit is deprecated, and the ONNX folder runs greedy and beam search where torch is absent.
+OUT_DIR receives the ONNX graphs, the sentencepiece models and ``meta.json``; decode it with
+``python -m nmt.onnx_runtime OUT_DIR "你好。"`` or serve it with ``python -m nmt.serve --onnx OUT_DIR``.
 """
 
 from __future__ import annotations
@@ -16,14 +13,12 @@ from pathlib import Path
 
 from nmt.checkpoint import CheckpointError, load_model
 
-FORMATS = ("onnx",)
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="nmt.export", description=__doc__.splitlines()[0])
     p.add_argument("model", help="run directory (uses checkpoints/best.pt) or checkpoint file")
     p.add_argument("out", type=Path, help="output folder")
-    p.add_argument("--format", choices=FORMATS, default="onnx", help="onnx (the default and only format)")
+    p.add_argument("--format", choices=("onnx",), default="onnx", help="onnx (the default and only format)")
     args = p.parse_args(argv)
     try:
         from nmt.export_onnx import export_onnx

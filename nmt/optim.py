@@ -1,22 +1,14 @@
-"""Optimizers and learning-rate schedules, with the state a resumed run needs.
-
-Schedules (``trainer.schedule``):
+"""Optimizers and learning-rate schedules (``trainer.schedule``), with the state a resumed run needs.
 
     constant      lr throughout
-    halving       the paper's: lr until epoch ``halve_after_epoch``, then × ``decay_factor``
-                  after every further epoch (Luong et al.: SGD lr 1, halve after epoch 5, or 8
-                  with dropout)
-    plateau       × ``decay_factor`` when dev BLEU has not improved for ``plateau_patience``
-                  validations
-    inverse_sqrt  linear warm-up over ``warmup_steps``, then lr · sqrt(warmup / step)
-    linear        warm-up, then a straight line to 0 when the budget ends
-    cosine        warm-up, then a half cosine to 0 when the budget ends
+    halving       the paper's: × ``decay_factor`` after every epoch past ``halve_after_epoch``
+    plateau       × ``decay_factor`` when dev BLEU has not improved for ``plateau_patience`` validations
+    inverse_sqrt  lr · sqrt(warmup / step) after the warm-up
+    linear        a straight line to 0 when the budget ends
+    cosine        a half cosine to 0 when the budget ends
 
-``linear`` and ``cosine`` follow the budget's progress (the fraction used of the nearest of
-``max_steps``, ``max_epochs`` and ``max_minutes``), so a 7-minute run and a 15-minute run both
-end with a small learning rate: the time budget shapes the schedule.
-
-Any schedule can also have a linear warm-up (``warmup_steps``).
+``linear`` and ``cosine`` follow the budget's progress (steps, epochs or minutes), so the time budget
+shapes the schedule. Any schedule can have a linear warm-up (``warmup_steps``).
 """
 
 from __future__ import annotations
@@ -30,12 +22,8 @@ from nmt.config import TrainerConfig
 
 
 def build_optimizer(cfg: TrainerConfig, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    """SGD, Adam or AdamW, fused where torch has a fused kernel for the parameters' device.
-
-    Fused means one kernel over all parameters instead of about ten ops per tensor: on
-    bench-small on 2 CPU cores the Adam update takes 4 ms instead of 22 ms, about a tenth of
-    a training step.
-    """
+    """SGD, Adam or AdamW, fused (one kernel over all parameters) where torch can: on 2 CPU cores
+    bench-small's Adam update takes 4 ms instead of 22 ms, about a tenth of a training step."""
     params = list(params)
     kind = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}.get(cfg.optimizer, torch.optim.Adam)
     try:
@@ -51,7 +39,7 @@ class Schedule:
         self.kind, self.base = cfg.schedule, cfg.lr
         self.warmup, self.halve_after, self.factor = cfg.warmup_steps, cfg.halve_after_epoch, cfg.decay_factor
         self.patience = cfg.plateau_patience
-        self.scale = 1.0  # plateau: product of the decays so far
+        self.scale = 1.0  # plateau: product of the decays so far (1 for the other schedules)
         self.best = -math.inf
         self.bad = 0
 
@@ -67,9 +55,7 @@ class Schedule:
             return self.base * math.sqrt(max(self.warmup, 1) / max(step, 1))
         if self.kind == "halving":
             return self.base * warm * self.factor ** max(0, epoch + 1 - self.halve_after)
-        if self.kind == "plateau":
-            return self.base * warm * self.scale
-        return self.base * warm
+        return self.base * warm * self.scale  # scale stays 1 but for plateau
 
     def on_validation(self, bleu: float) -> None:
         if self.kind != "plateau":

@@ -1,9 +1,5 @@
 """Attention heatmaps (source pieces × target pieces); local modes also show p_t and the window.
-
-Chinese pieces need a font with CJK glyphs: ``$NMT_CJK_FONT``, the font of the PyPI package
-``cvttf-notosanscjk-regular`` (the ``plot`` extra), or any installed font that has them.
-Without one, plotting fails with a message saying so rather than drawing boxes.
-"""
+Chinese needs a CJK font (``find_cjk_font``): without one, plotting fails with a message, not boxes."""
 
 from __future__ import annotations
 
@@ -35,7 +31,7 @@ def _has_glyphs(path: str, text: str = "中文") -> bool:
 
 @lru_cache(maxsize=1)
 def find_cjk_font() -> str:
-    """Path of a font that can draw Chinese, or PlotError."""
+    """A font that can draw Chinese: ``$NMT_CJK_FONT``, the ``plot`` extra's, or an installed one; else PlotError."""
     env = os.environ.get("NMT_CJK_FONT")
     if env:
         if not Path(env).is_file() or not _has_glyphs(env):
@@ -51,9 +47,8 @@ def find_cjk_font() -> str:
     from matplotlib import font_manager
 
     for entry in font_manager.fontManager.ttflist:
-        if any(h in entry.name.lower() or h in Path(entry.fname).name.lower() for h in _HINTS):
-            if _has_glyphs(entry.fname):
-                return entry.fname
+        if any(h in entry.name.lower() or h in Path(entry.fname).name.lower() for h in _HINTS) and _has_glyphs(entry.fname):
+            return entry.fname
     raise PlotError(
         "no font with Chinese glyphs found: pip install 'nmt[plot]' (Noto Sans CJK), "
         "apt-get install fonts-noto-cjk, or set NMT_CJK_FONT=/path/to/font.otf"
@@ -68,8 +63,8 @@ def attention_figure(
     window: Optional[int] = None,
     title: str = "",
 ):
-    """A heatmap of ``weights`` (tgt_len, src_len); with ``centres`` (tgt_len,) the predicted
-    positions p_t are drawn as dots and the window [p_t - D, p_t + D] as two lines."""
+    """A heatmap of ``weights`` (tgt_len, src_len); with ``centres`` p_t (tgt_len,) (local modes) also
+    p_t as dots and the ``window`` [p_t - D, p_t + D] as two lines."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -1,5 +1,5 @@
-"""A run's folder and resuming it: the checkpoint to continue from, the settings it keeps, the
-counters, weights and optimizer it restores, and the files written once at the start."""
+"""A run's folder and resuming it: the checkpoint to continue from, what it restores, and the files
+written once at the start."""
 
 from __future__ import annotations
 

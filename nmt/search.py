@@ -1,13 +1,10 @@
-"""Greedy and beam search over a batch, all sentences (× beams) in one tensor.
-
-Both accept one model or a list of models: an ensemble decodes in lock-step with the
-average of its members' log-probabilities.
-"""
+"""Greedy and beam search over a batch, all sentences (× beams) in one tensor, for one model or an
+ensemble (a list of models, decoding with the average of their log-probabilities)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Union
 
 import torch
@@ -28,11 +25,8 @@ STOPS = ("exact", "full", "first")
 
 
 def sync_interval(device: torch.device) -> int:
-    """Steps between the search loops' host syncs (ended rows leave the batch, the loop may end).
-
-    On the CPU a sync is free: every step, so ended rows leave at once. On a GPU each sync
-    drains the queue of launched kernels, so ended rows ride along, masked, for a few steps.
-    """
+    """Steps between the search loops' host syncs (where ended rows leave): free on the CPU; on a GPU
+    each drains the kernel queue, so ended rows ride along, masked, for a few steps."""
     return 1 if device.type == "cpu" else 8
 
 
@@ -40,7 +34,7 @@ def sync_interval(device: torch.device) -> int:
 class Hypotheses:
     tokens: list[list[int]]  # best hypothesis per sentence, without EOS, in batch order
     scores: list[float]  # its log-probability (length-normalized for beam search)
-    nbest: list[list[tuple[list[int], float]]] = field(default_factory=list)  # per sentence, best first
+    nbest: list[list[tuple[list[int], float]]]  # per sentence, best first
 
 
 class Stepper:
@@ -96,10 +90,7 @@ def _force_eos(logp: torch.Tensor, rows: torch.Tensor) -> None:
 def greedy(
     model: Models, batch: Batch, ratio: float = 2.0, extra: int = 10, cap: int = 200, sync_every: int = 0
 ) -> Hypotheses:
-    """Batched greedy search; sentences leave the batch once a quarter of its rows have ended.
-
-    The host looks at the ended rows every ``sync_every`` steps (0: ``sync_interval``).
-    """
+    """Batched greedy search; ended rows leave when a quarter of the batch, checked every ``sync_every`` steps."""
     stepper = Stepper(model, batch)
     n, dev = batch.size, batch.src.device
     every = sync_every or sync_interval(dev)
@@ -139,13 +130,8 @@ def _until_eos(seq: list[int]) -> list[int]:
 
 
 def topk_rows(x: torch.Tensor, k: int, groups: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
-    """``x.topk(k, dim=1)`` of a (rows, width) tensor, about 3× faster on the CPU for wide rows.
-
-    The row is split into ``groups`` strided slices; the k columns whose maximum over the
-    slices is largest hold every one of the k largest values (each of them lies in a column
-    whose maximum is at least the k-th largest value, and at most k columns can be such), so
-    topk then only looks at k × groups values. Ties may come out in another order.
-    """
+    """``x.topk(k, dim=1)`` of a (rows, width) tensor, about 3× faster on the CPU for wide rows: seen as ``groups``
+    strided slices, the k columns with the largest maxima hold all k largest values (ties may reorder)."""
     rows, width = x.shape
     n = width // groups  # columns; the last width - groups·n values are always candidates
     if x.device.type != "cpu" or n < 4 * k:
@@ -185,12 +171,9 @@ def beam_search(
 ) -> Hypotheses:
     """Batched beam search; finished hypotheses move to a per-sentence buffer of size ``beam``.
 
-    A sentence is done at its length limit or by the ``stop`` rule (see ``STOPS``); done
-    sentences leave the batch. ``exact`` is exact because log-probabilities only fall, the
-    length penalty is bounded at the length limit and the coverage penalty is at most 0.
-    Done sentences leave at host syncs, every ``sync_every`` steps (0: ``sync_interval``);
-    until then they run on, with no new finished hypotheses.
-    """
+    A sentence is done at its length limit or by the ``stop`` rule (``STOPS``; ``exact`` is exact as
+    log-probabilities only fall, the length penalty is bounded at the limit and coverage is ≤ 0); done
+    sentences leave at host syncs, every ``sync_every`` steps (0: ``sync_interval``)."""
     if stop not in STOPS:
         raise ValueError(f"stop must be one of {', '.join(STOPS)}, got {stop!r}")
     if beam == 1 and n_best == 1 and beta == 0.0:

@@ -1,9 +1,6 @@
-"""Per-step attention ops whose gradients with respect to a batch's source-side tensors (keys and
-memory) are summed once per batch instead of once per decoder step.
-
-``tap(x)`` marks a source-side tensor; ``bmm`` and ``gather`` on a tapped tensor leave their
-gradient for it to the tap, which adds every step's share in one matmul when autograd reaches it.
-On untapped tensors, or without gradients, they are plain ``torch.bmm`` and ``Tensor.gather``.
+"""Attention ops whose gradients for a batch's source-side tensors (keys, memory) are summed once per
+batch, not once per decoder step: ``bmm`` and ``gather`` on a ``tap``-ped tensor leave their gradient
+to the tap, which adds every step's share in one matmul. Otherwise they are ``torch.bmm`` and ``gather``.
 """
 
 from __future__ import annotations
@@ -14,8 +11,7 @@ import torch
 
 
 class _SourceGrad:
-    """Gradient for one source-side tensor of a batch (keys or memory), gathered from every decoder
-    step and handed on once, by ``_Tap``, after all the steps have run their backward."""
+    """The gradient of one tapped tensor, gathered from every step's backward for ``_Tap`` to hand on."""
 
     def __init__(self) -> None:
         self.grad: Optional[torch.Tensor] = None  # what window gathers added in place
@@ -23,8 +19,7 @@ class _SourceGrad:
 
 
 class _Tap(torch.autograd.Function):
-    """Identity whose backward adds what the steps left in ``_SourceGrad``. Autograd runs it after
-    every step's backward, since all the steps consume its output."""
+    """Identity whose backward, run after every step's (they all consume its output), adds their shares."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, acc: _SourceGrad) -> torch.Tensor:
@@ -45,10 +40,8 @@ class _Tap(torch.autograd.Function):
 
 
 class _DeferredBmm(torch.autograd.Function):
-    """``a @ xᵀ`` (scores from queries and keys) or ``a @ x`` (context from weights and memory) for
-    one decoder step. Its backward computes a's gradient at once but leaves x's, an outer product
-    per step that CPUs run slowly and that autograd would add into a full (B, S, H) tensor at
-    every step, to ``_Tap``, which does all the steps in one matmul."""
+    """``a @ xᵀ`` (scores) or ``a @ x`` (context) for one step. Its backward leaves x's gradient, an outer
+    product per step that autograd would add into a full (B, S, H) tensor every step, to ``_Tap``."""
 
     @staticmethod
     def forward(ctx, a: torch.Tensor, x: torch.Tensor, acc: _SourceGrad, transpose: bool) -> torch.Tensor:
@@ -70,8 +63,7 @@ class _DeferredBmm(torch.autograd.Function):
 
 
 class _WindowGather(torch.autograd.Function):
-    """``x.gather(1, index)`` whose backward adds into the tapped tensor's accumulator: O(window)
-    per step, where autograd's own gather backward writes a full (batch, src_len, hidden) tensor."""
+    """``x.gather(1, index)`` whose backward is O(window): autograd's writes a full (batch, src_len, hidden)."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, index: torch.Tensor, acc: _SourceGrad) -> torch.Tensor:
@@ -89,8 +81,7 @@ class _WindowGather(torch.autograd.Function):
 
 
 def tap(x: torch.Tensor) -> torch.Tensor:
-    """``x`` (keys or memory of a batch) prepared for ``bmm`` and ``gather`` below, whose
-    gradients with respect to ``x`` are then summed once per batch instead of once per step."""
+    """``x`` (keys or memory of a batch), its gradients from ``bmm`` and ``gather`` summed once per batch."""
     out = _Tap.apply(x, acc := _SourceGrad())
     out._source_grad = acc  # read by gather and bmm
     return out

@@ -1,13 +1,11 @@
-"""Sentencepiece models trained on the train split, cached by content hash.
-
-The model bytes travel in every checkpoint, so a checkpoint alone can translate.
-Special ids are fixed for both sides: pad 0, unk 1, bos 2, eos 3.
-"""
+"""Sentencepiece models trained on the train split, cached by content hash; the model bytes travel in
+every checkpoint. Special ids are fixed for both sides: pad 0, unk 1, bos 2, eos 3."""
 
 from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import logging
 import os
@@ -23,7 +21,7 @@ from nmt.vocab import BOS, EOS, PAD, UNK
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BOS", "EOS", "PAD", "UNK", "Tokenizer", "load_or_train"]
+SPM_OPTIONS = ("model_type", "character_coverage", "byte_fallback")  # settings the trainer gets, so in the cache key
 
 
 class Tokenizer:
@@ -48,21 +46,12 @@ class Tokenizer:
     def encode_tgt(self, texts: Sequence[str]) -> list[list[int]]:
         return self.tgt.encode(list(texts))
 
-    def src_pieces(self, text: str) -> list[str]:
-        return self.src.encode(text, out_type=str)
-
     def tgt_pieces(self, ids: Sequence[int]) -> list[str]:
         return [self.tgt.id_to_piece(i) for i in ids]
 
     def decode_tgt(self, ids: Sequence[int]) -> str:
         """Detokenized text; stops at the first EOS and drops special ids."""
-        out = []
-        for i in ids:
-            if i == EOS:
-                break
-            if i > EOS:
-                out.append(int(i))
-        return self.tgt.decode(out)
+        return self.tgt.decode([int(i) for i in itertools.takewhile(lambda i: i != EOS, ids) if i > EOS])
 
     def to_state(self) -> dict:
         return {"src_model": self.src_model, "tgt_model": self.tgt_model}
@@ -87,19 +76,9 @@ def _train_spm(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, seed
     buf = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(texts),
-            model_writer=buf,
-            vocab_size=vocab_size,
-            model_type=cfg.model_type,
-            character_coverage=cfg.character_coverage,
-            byte_fallback=cfg.byte_fallback,
-            hard_vocab_limit=False,
-            pad_id=PAD,
-            unk_id=UNK,
-            bos_id=BOS,
-            eos_id=EOS,
-            num_threads=os.cpu_count() or 1,
-            minloglevel=2,
+            sentence_iterator=iter(texts), model_writer=buf, vocab_size=vocab_size, hard_vocab_limit=False,
+            pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, num_threads=os.cpu_count() or 1, minloglevel=2,
+            **{k: getattr(cfg, k) for k in SPM_OPTIONS},
         )
     except RuntimeError as e:
         detail = str(e).strip().splitlines()[0].split("] ")[-1]
@@ -110,15 +89,8 @@ def _train_spm(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, seed
 def _cached(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, cache: Path, seed: int) -> bytes:
     """Train once per (texts, settings); later runs read the cached model."""
     h = hashlib.sha256()
-    settings = {
-        "vocab_size": vocab_size,
-        "model_type": cfg.model_type,
-        "character_coverage": cfg.character_coverage,
-        "byte_fallback": cfg.byte_fallback,
-        "input_sentence_size": cfg.input_sentence_size,
-        "seed": seed,
-        "version": spm.__version__,
-    }
+    settings = {k: getattr(cfg, k) for k in (*SPM_OPTIONS, "input_sentence_size")}
+    settings.update(vocab_size=vocab_size, seed=seed, version=spm.__version__)
     h.update(json.dumps(settings, sort_keys=True).encode())
     for t in texts:
         h.update(t.encode("utf-8"))

@@ -1,10 +1,7 @@
-"""Train a model: ``python -m nmt.train +experiment=zh_en_local_p [key=value ...]``.
+"""Train a model: ``python -m nmt.train +experiment=zh_en_local_p [key=value ...]`` (under torchrun: DDP).
 
-The run directory (Hydra's output dir) receives the resolved config, ``run_info.json``
-(version, git commit), the sentencepiece models, ``checkpoints/{last,best}.pt``, TensorBoard
-events and ``metrics.json``. ``trainer.resume=auto`` continues a stopped run exactly (same
-losses on CPU); SIGTERM and Ctrl-C stop it gracefully after saving ``last.pt``. Under
-``torchrun --nproc_per_node=N -m nmt.train ...`` it trains with DistributedDataParallel.
+The run directory (Hydra's) receives the config, run files, ``checkpoints/``, TensorBoard events and
+``metrics.json``; ``trainer.resume=auto`` continues a run stopped by SIGTERM or Ctrl-C exactly.
 """
 
 from __future__ import annotations
@@ -234,28 +231,27 @@ def stop_now(up: Updater, ckpt_dir: Path, reason: str) -> None:
 
 def final_scores(cfg: DictConfig, prepared: Prepared, validator: Validator, metrics: dict, step: int) -> None:
     """The best checkpoint on the full dev split (if validation used part of it) and on the test split."""
-    tr, device, tok, writer = cfg.trainer, validator.device, validator.tok, validator.writer
-    sets = []
-    if tr.valid_max_sentences and len(prepared.dev) > len(validator.dev_src):  # the full dev split, once
-        sets.append(("full_dev", prepared.dev, tr.valid_beam))
-    if prepared.test is not None and len(prepared.test) and tr.test_beam:
-        sets.append(("test", prepared.test, tr.test_beam))
-    for name, split, beam in sets:
+    tr, device, writer = cfg.trainer, validator.device, validator.writer
+
+    def scores_of(split, beam: int):
         best_model, _, _, _ = checkpoint.load_model(validator.ckpt_dir / "best.pt", device)
-        scores, _ = evaluate(best_model, tok, validator.normalize, list(split["src"]), [list(split["tgt"])],
-                             cfg.data.tgt_lang, beam=beam, device=device)
-        if name == "full_dev":
-            metrics.update(full_dev_bleu=scores.bleu, full_dev_chrf=scores.chrf)
-            writer.add_scalar("valid/full_dev_bleu", scores.bleu, step)
-            log.info("full dev split (%d sentences, best checkpoint): BLEU %.2f | chrF %.2f", len(split),
-                     scores.bleu, scores.chrf)
-        else:
-            metrics.update(test_bleu=scores.bleu, test_chrf=scores.chrf, test_beam=beam,
-                           bleu_signature=scores.bleu_signature, chrf_signature=scores.chrf_signature)
-            writer.add_scalar("test/bleu", scores.bleu, step)
-            writer.add_scalar("test/chrf", scores.chrf, step)
-            log.info("test (best checkpoint, beam %d): BLEU %.2f | chrF %.2f | %s", beam, scores.bleu, scores.chrf,
-                     scores.bleu_signature)
+        return evaluate(best_model, validator.tok, validator.normalize, list(split["src"]), [list(split["tgt"])],
+                        cfg.data.tgt_lang, beam=beam, device=device)[0]
+
+    if tr.valid_max_sentences and len(prepared.dev) > len(validator.dev_src):  # the full dev split, once
+        scores = scores_of(prepared.dev, tr.valid_beam)
+        metrics.update(full_dev_bleu=scores.bleu, full_dev_chrf=scores.chrf)
+        writer.add_scalar("valid/full_dev_bleu", scores.bleu, step)
+        log.info("full dev split (%d sentences, best checkpoint): BLEU %.2f | chrF %.2f", len(prepared.dev),
+                 scores.bleu, scores.chrf)
+    if prepared.test is not None and len(prepared.test) and tr.test_beam:
+        scores = scores_of(prepared.test, tr.test_beam)
+        metrics.update(test_bleu=scores.bleu, test_chrf=scores.chrf, test_beam=tr.test_beam,
+                       bleu_signature=scores.bleu_signature, chrf_signature=scores.chrf_signature)
+        writer.add_scalar("test/bleu", scores.bleu, step)
+        writer.add_scalar("test/chrf", scores.chrf, step)
+        log.info("test (best checkpoint, beam %d): BLEU %.2f | chrF %.2f | %s", tr.test_beam, scores.bleu,
+                 scores.chrf, scores.bleu_signature)
 
 
 def write_hparams(writer: SummaryWriter, cfg_dict: dict, metrics: dict) -> None:

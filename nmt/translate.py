@@ -1,8 +1,7 @@
 """Translate raw text with a trained model: ``python -m nmt.translate RUN_DIR_OR_CKPT [CKPT ...]``.
 
-Lines come from arguments, ``--input FILE`` or stdin (line by line at a terminal);
-translations go to stdout (or ``--output``), one line out per line in, in order; logs go to
-stderr. Several checkpoints decode as an ensemble (averaged log-probabilities).
+Lines come from arguments, ``--input FILE`` or stdin (line by line at a terminal); translations go to
+stdout (or ``--output``), one line out per line in, in order; logs go to stderr.
 """
 
 from __future__ import annotations
@@ -22,8 +21,6 @@ from nmt.device import pick_device, set_threads
 from nmt.plot import PlotError, attention_figure, find_cjk_font, save_png
 from nmt.search import STOPS
 
-log = logging.getLogger("nmt.translate")
-
 
 def _lines(args: argparse.Namespace) -> Iterable[list[str]]:
     """Chunks of input lines: all at once from files/arguments, line by line at a terminal."""
@@ -37,17 +34,7 @@ def _lines(args: argparse.Namespace) -> Iterable[list[str]]:
             yield [line.rstrip("\n")]
     else:
         text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        yield lines
-
-
-def _plot(attention: tuple, window: int, title: str, path: Path) -> None:
-    """One heatmap from ``align``'s output (the window drawn for local modes only)."""
-    w, centres, src_pieces, tgt_pieces = attention
-    fig = attention_figure(w, src_pieces, tgt_pieces, centres, window if centres is not None else None, title=title)
-    save_png(fig, path)
+        yield text.removesuffix("\n").split("\n") if text else []
 
 
 def _write(out: TextIO, args: argparse.Namespace, line_no: int, text: str, nbest: list, attention) -> None:
@@ -56,7 +43,7 @@ def _write(out: TextIO, args: argparse.Namespace, line_no: int, text: str, nbest
     if args.n_best > 1:
         out.writelines(f"{line_no} ||| {source}{hyp} ||| {score:.4f}\n" for hyp, score in nbest)
     elif args.print_attention:
-        out.write(f"{source}{nbest[0][0]} ||| {hard_alignment(attention[0]) if attention else ''}\n")
+        out.write(f"{source}{nbest[0][0]} ||| {hard_alignment(attention[0])}\n")
     else:
         out.write(f"{source}{nbest[0][0]}\n")
 
@@ -118,8 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         attention = align(models[0], tok, normalize(text), nbest[0][0], device)
                     _write(out, args, line_no, text, nbest, attention)
                     if args.plot_attention:
-                        _plot(attention, cfg.model.attention.window, f"{line_no}: {text[:60]}",
-                              Path(args.plot_attention) / f"{line_no:06d}.png")
+                        w, centres, src_pieces, tgt_pieces = attention
+                        fig = attention_figure(w, src_pieces, tgt_pieces, centres, cfg.model.attention.window,
+                                               title=f"{line_no}: {text[:60]}")
+                        save_png(fig, Path(args.plot_attention) / f"{line_no:06d}.png")
                     line_no += 1
                 out.flush()
     except (CheckpointError, DataError, PlotError, OSError, ValueError) as e:

@@ -98,8 +98,8 @@ class Validator:
                     continue
                 w, centres, src_pieces, tgt_pieces = align(self.model, self.tok, self.normalize(self.dev_src[i]),
                                                            hyps[i], self.device)
-                window = self.cfg.model.attention.window if centres is not None else None
-                fig = attention_figure(w, src_pieces, tgt_pieces, centres, window, title=f"step {step}")
+                fig = attention_figure(w, src_pieces, tgt_pieces, centres, self.cfg.model.attention.window,
+                                       title=f"step {step}")
                 self.writer.add_image(f"attention/dev{i}", figure_array(fig), step, dataformats="HWC")
         except PlotError as e:
             log.warning("no attention images in TensorBoard: %s", e)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from nmt import distributed
-from nmt.dropout import Dropout
+from nmt.encoder import Dropout
 
 REPO = Path(__file__).resolve().parents[1]
 

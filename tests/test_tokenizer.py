@@ -45,7 +45,7 @@ def test_vocab_sizes_and_encoding(hsk_tokenizer, hsk_corpus):
     src = list(hsk_corpus["train"]["src"][:50])
     for ids in hsk_tokenizer.encode_src(src):
         assert ids and all(EOS < i < hsk_tokenizer.src_vocab_size for i in ids)
-    assert "".join(hsk_tokenizer.src_pieces(src[0])).replace("▁", "") == src[0].replace(" ", "")
+    assert "".join(hsk_tokenizer.src.encode(src[0], out_type=str)).replace("▁", "") == src[0].replace(" ", "")
 
 
 def test_target_round_trip(hsk_tokenizer, hsk_corpus):

@@ -20,23 +20,18 @@ def cache_root() -> Path:
 
 def num_workers(cfg: DataConfig, rows: int) -> Optional[int]:
     """Processes for ``Dataset.map``: data.num_proc, or one per core for corpora over 50k pairs."""
-    if cfg.num_proc:
-        n = cfg.num_proc
-    else:
-        n = available_cores() if rows > 50_000 else 1
+    n = cfg.num_proc or (available_cores() if rows > 50_000 else 1)
     return n if n > 1 and rows > n else None
 
 
 def map_cached(
     ds: datasets.Dataset, fn: Callable, desc: str, num_proc: Optional[int] = None, key: str = "", **kw
 ) -> datasets.Dataset:
-    """``Dataset.map`` with a progress bar (``desc``) whose Arrow output goes under $NMT_CACHE/hf
-    (never next to a user's dataset copy), named by the input's fingerprint and ``key`` (the settings)."""
-    batch_size = kw.pop("batch_size", 2000)
+    """``Dataset.map`` (progress bar ``desc``) cached under $NMT_CACHE/hf by the input's fingerprint and ``key``."""
+    kw = {"batched": True, "batch_size": 2000, "num_proc": num_proc, "desc": desc, **kw}
     if not ds.cache_files:  # an in-memory table (a small corpus) stays in memory
-        return ds.map(fn, batched=True, batch_size=batch_size, num_proc=num_proc, keep_in_memory=True, desc=desc, **kw)
+        return ds.map(fn, keep_in_memory=True, **kw)
     folder = cache_root() / "hf" / "map"
     folder.mkdir(parents=True, exist_ok=True)
     fingerprint = hashlib.sha256(f"{ds._fingerprint}|{desc}|{key}".encode()).hexdigest()[:32]
-    return ds.map(fn, batched=True, batch_size=batch_size, num_proc=num_proc,
-                  cache_file_name=str(folder / f"{fingerprint}.arrow"), new_fingerprint=fingerprint, desc=desc, **kw)
+    return ds.map(fn, cache_file_name=str(folder / f"{fingerprint}.arrow"), new_fingerprint=fingerprint, **kw)

@@ -9,6 +9,7 @@ import re
 from typing import Optional
 
 import datasets
+import numpy as np
 
 from nmt.config import DataConfig
 from nmt.data.cache import map_cached, num_workers
@@ -17,18 +18,15 @@ from nmt.data.normalize import normalizer
 log = logging.getLogger(__name__)
 
 CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
-
-
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0/C1 controls left after normalization
+REASONS = ("empty", "too_long", "control_chars", "length_ratio", "wrong_script")  # codes 1..5; 0 = kept
+CLEAN_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string"),
+                                    "reason": datasets.Value("int8"), "key": datasets.Value("int64")})
 
 
 def length_units(text: str) -> int:
     """Length comparable across scripts: one unit per CJK character, one per other word."""
-    n_cjk = len(CJK.findall(text))
-    return n_cjk + len(CJK.sub(" ", text).split())
-
-
-REASONS = ("empty", "too_long", "control_chars", "length_ratio", "wrong_script")  # codes 1..5; 0 = kept
+    return len(CJK.findall(text)) + len(CJK.sub(" ", text).split())
 
 
 def _filter_settings(cfg: DataConfig) -> dict:
@@ -63,19 +61,9 @@ def _pair_key(s: str, t: str) -> int:
     return int.from_bytes(hashlib.blake2b(f"{s}\t{t}".encode(), digest_size=8).digest(), "little", signed=True)
 
 
-CLEAN_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string"),
-                                    "reason": datasets.Value("int8"), "key": datasets.Value("int64")})
-
-
 def drop_duplicates(keys, keep, buckets: int = 16) -> int:
-    """Clear ``keep`` at every kept row whose pair hash an earlier kept row has; return how many.
-
-    ``keys`` is the Arrow column of hashes (memory-mapped). Hashes are split by their low bits
-    into ``buckets`` groups handled one at a time, so the sorting memory is 1/buckets of
-    the corpus's: about 3 bytes a pair at the peak besides ``keep`` itself.
-    """
-    import numpy as np
-
+    """Clear ``keep`` at every kept row whose pair hash (``keys``, an Arrow column) an earlier kept row
+    has; return how many. Hashes go in ``buckets`` groups by their low bits, to sort 1/buckets at a time."""
     dropped = 0
     for b in range(buckets):
         ks, rows, start = [], [], 0
@@ -102,23 +90,13 @@ def _clean_batch(batch: dict, f: dict) -> dict:
             "key": [_pair_key(s, t) for s, t in zip(src, tgt)]}
 
 
-def clean(
-    ds: datasets.Dataset, cfg: DataConfig, split: str, report: Optional[dict] = None, num_proc: Optional[int] = None
-) -> datasets.Dataset:
-    """Normalize both sides and drop what cannot be a useful pair, counting each reason.
-
-    Every split: empty sides, sides over ``max_chars``, control characters, a length ratio
-    over ``max_ratio``, and (with ``script_check``) a Chinese side without CJK or a
-    non-Chinese side that is mostly CJK. The train split also loses exact duplicate pairs
-    (``dedup``, by a 64-bit hash per pair, in 16 buckets). Runs in ``num_proc`` processes
-    (default: ``num_workers``); counts are logged and added to ``report[split]``.
-    """
-    import numpy as np
-
+def clean(ds: datasets.Dataset, cfg: DataConfig, split: str, report: Optional[dict] = None) -> datasets.Dataset:
+    """Normalize both sides and drop what cannot be a useful pair (``REASONS``; the train split also exact
+    duplicates, with ``dedup``), in ``num_workers`` processes; counts are logged and put in ``report[split]``."""
     f = _filter_settings(cfg)
-    workers = num_proc if num_proc is not None else num_workers(cfg, len(ds))
-    marked = map_cached(ds, _clean_batch, f"{split}: cleaning", workers, key=json.dumps(f, sort_keys=True) + "|v2",
-                        fn_kwargs={"f": f}, remove_columns=ds.column_names, features=CLEAN_FEATURES)
+    marked = map_cached(ds, _clean_batch, f"{split}: cleaning", num_workers(cfg, len(ds)),
+                        key=json.dumps(f, sort_keys=True) + "|v2", fn_kwargs={"f": f}, remove_columns=ds.column_names,
+                        features=CLEAN_FEATURES)
     reason = marked.data.column("reason").to_numpy()  # (pairs,) int8
     counts = {name: int(n) for name, n in zip(REASONS, np.bincount(reason, minlength=len(REASONS) + 1)[1:])}
     keep = reason == 0  # (pairs,) bool

@@ -23,19 +23,13 @@ def load_raw(cfg: DataConfig) -> datasets.DatasetDict:
     return LOADERS[cfg.source](cfg)
 
 
-def require(splits: Iterable[str], need: Iterable[str], cfg: DataConfig) -> None:
-    """Every split in ``need`` is among ``splits``; else an error naming the corpus and the split."""
-    for split in need:
-        if split not in splits:
-            where = cfg.dir or cfg.name or cfg.source
-            raise DataError(f"corpus {where} has no {split!r} split, which is needed here")
-
-
 def clean_splits(raw: datasets.DatasetDict, cfg: DataConfig, need: Iterable[str], report: Optional[dict] = None,
                  splits: Optional[Iterable[str]] = None) -> datasets.DatasetDict:
     """Clean the ``splits`` of ``raw`` (all by default); the ones in ``need`` must be there and keep a pair."""
     need = tuple(need)
-    require(raw, need, cfg)
+    for split in need:
+        if split not in raw:
+            raise DataError(f"corpus {cfg.dir or cfg.name or cfg.source} has no {split!r} split, which is needed here")
     wanted = set(splits) if splits is not None else set(raw)
     out = datasets.DatasetDict({k: clean(v, cfg, k, report) for k, v in raw.items() if k in wanted})
     for split in need:
@@ -46,6 +40,5 @@ def clean_splits(raw: datasets.DatasetDict, cfg: DataConfig, need: Iterable[str]
 
 def load_corpus(cfg: DataConfig, need: Iterable[str] = ("train", "dev"), report: Optional[dict] = None,
                 splits: Optional[Iterable[str]] = None) -> datasets.DatasetDict:
-    """Load and clean (``clean_splits``); the cleaning counts per split go into ``report`` when given.
-    ``splits`` limits the cleaning (evaluating a test set need not clean a large train split)."""
+    """Load and clean (``clean_splits``): only ``splits`` if given, the counts into ``report`` if given."""
     return clean_splits(load_raw(cfg), cfg, need, report, splits)

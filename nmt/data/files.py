@@ -12,7 +12,7 @@ import datasets
 
 from nmt.config import DataConfig
 from nmt.data.cache import cache_root
-from nmt.data.text import SPLITS, DataError, check_parallel, check_tsv, iter_lines
+from nmt.data.text import SPLITS, DataError, check_parallel, count_lines, iter_lines
 
 
 def _pairs_from_files(src: str, tgt: str, tsv: str, swap: bool) -> Iterator[dict]:
@@ -29,8 +29,7 @@ def _pairs_from_files(src: str, tgt: str, tsv: str, swap: bool) -> Iterator[dict
 def _stream_dataset(
     src: Optional[Path], tgt: Optional[Path], tsv: Optional[Path], check: Callable[[], object], swap: bool = False
 ) -> datasets.Dataset:
-    """An Arrow dataset written from the files without holding them in memory. ``check`` validates
-    the files first; both it and the Arrow copy are skipped on a later run while the files' paths,
+    """An Arrow dataset streamed from the files, after ``check``; both are skipped while the files' paths,
     sizes and modification times are unchanged (the copy lives under $NMT_CACHE/hf)."""
     stats = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in (src, tgt, tsv) if p is not None]
     kwargs = {"src": str(src or ""), "tgt": str(tgt or ""), "tsv": str(tsv or ""), "swap": swap}
@@ -49,11 +48,8 @@ def _stream_dataset(
 
 
 def load_files(cfg: DataConfig) -> datasets.DatasetDict:
-    """A folder of ``{split}.{lang}`` files (or ``{split}.tsv``); a split with no file is simply absent.
-
-    Every file is checked in one streaming pass (UTF-8, line counts, TSV fields) before any
-    pair is read, then streamed into a memory-mapped Arrow table.
-    """
+    """A folder of ``{split}.{lang}`` files (or ``{split}.tsv``), each checked (UTF-8, line counts, TSV fields)
+    and streamed into a memory-mapped Arrow table; a split with no file is absent."""
     folder = Path(str(cfg.dir)).expanduser()
     if not folder.is_dir():
         raise DataError(f"data.dir={folder} is not a folder")
@@ -63,8 +59,8 @@ def load_files(cfg: DataConfig) -> datasets.DatasetDict:
             path = folder / f"{split}.tsv"
             if not path.exists():
                 continue
-            columns = list(cfg.tsv_columns or [cfg.src_lang, cfg.tgt_lang])
-            out[split] = _stream_dataset(None, None, path, lambda p=path: check_tsv(p), swap=columns[0] != cfg.src_lang)
+            swap = (cfg.tsv_columns or [cfg.src_lang])[0] != cfg.src_lang
+            out[split] = _stream_dataset(None, None, path, lambda p=path: count_lines(p, fields=2), swap=swap)
             continue
         src_path, tgt_path = folder / f"{split}.{cfg.src_lang}", folder / f"{split}.{cfg.tgt_lang}"
         if not src_path.exists() and not tgt_path.exists():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterable
 
 import datasets
 
@@ -36,12 +35,6 @@ def load_hsk(cfg: DataConfig) -> datasets.DatasetDict:
     if n_dev + n_test >= len(kept):
         raise DataError(f"data.dev_size + data.test_size = {n_dev + n_test} leaves no training pairs")
     parts = {"dev": kept[:n_dev], "test": kept[n_dev : n_dev + n_test], "train": kept[n_dev + n_test :]}
-    return datasets.DatasetDict({k: _to_dataset(v) for k, v in parts.items() if v})
-
-
-def _to_dataset(pairs: Iterable[tuple[str, str]]) -> datasets.Dataset:
-    src, tgt = [], []
-    for s, t in pairs:
-        src.append(s)
-        tgt.append(t)
-    return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+    return datasets.DatasetDict({
+        k: datasets.Dataset.from_dict({"src": [s for s, _ in v], "tgt": [t for _, t in v]}) for k, v in parts.items() if v
+    })

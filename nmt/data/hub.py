@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import datasets
+import numpy as np
 
 from nmt.config import DataConfig
 from nmt.data.cache import cache_root, map_cached
@@ -45,11 +46,8 @@ def _load_local_hub(folder: Path, split_names: Iterable[str]) -> datasets.Datase
 
 
 def load_hub(cfg: DataConfig) -> datasets.DatasetDict:
-    """A hub dataset, or a local copy of one, with a ``translation`` column ({lang: text}).
-
-    ``data.splits`` maps our split names to the dataset's; with ``data.holdout`` a dataset that
-    has only a train split gives seeded dev/test sets of ``dev_size``/``test_size`` pairs.
-    """
+    """A hub dataset, or a local copy of one, with a ``translation`` column ({lang: text}); ``data.splits``
+    maps our split names to the dataset's, ``data.holdout`` carves missing dev/test sets from train."""
     name = str(cfg.name)
     local = Path(name).expanduser()
     if local.is_dir():
@@ -69,8 +67,7 @@ def load_hub(cfg: DataConfig) -> datasets.DatasetDict:
         if "translation" not in ds.column_names:
             raise DataError(f"dataset {name!r} split {theirs!r} has no 'translation' column: {ds.column_names}")
         langs = [k for k, v in (ds[0]["translation"] if len(ds) else {}).items() if v is not None]
-        missing = [lang for lang in (cfg.src_lang, cfg.tgt_lang) if lang not in langs]
-        if missing:
+        if cfg.src_lang not in langs or cfg.tgt_lang not in langs:
             raise DataError(
                 f"dataset {name!r} (config {cfg.config!r}) split {theirs!r} has languages {sorted(langs)}, "
                 f"not {cfg.src_lang}-{cfg.tgt_lang}"
@@ -98,8 +95,6 @@ def _holdout(out: dict, cfg: DataConfig) -> dict:
     train = out["train"]
     if sum(want.values()) >= len(train):
         raise DataError(f"data.dev_size + data.test_size = {sum(want.values())} leaves no training pairs of {len(train)}")
-    import numpy as np
-
     order = np.random.default_rng(cfg.seed).permutation(len(train))
     start = 0
     for split, n in want.items():

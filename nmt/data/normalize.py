@@ -19,10 +19,7 @@ def _opencc(conversion: str):
 
 
 def normalizer(opencc: Optional[str] = None) -> Callable[[str], str]:
-    """The text normalization applied to a side: NFKC, whitespace collapsed, optional OpenCC.
-
-    Training records ``opencc`` in the checkpoint so translate and evaluate apply the same.
-    """
+    """The normalization of a side: NFKC, whitespace collapsed, optional OpenCC (recorded in checkpoints)."""
     conv = _opencc(opencc) if opencc else None
 
     def norm(text: str) -> str:
@@ -35,7 +32,3 @@ def normalizer(opencc: Optional[str] = None) -> Callable[[str], str]:
 def src_normalizer(cfg: DataConfig) -> Callable[[str], str]:
     """Normalization of the source side (OpenCC applies only to a Chinese side)."""
     return normalizer(cfg.opencc if cfg.src_lang.startswith("zh") else None)
-
-
-def tgt_normalizer(cfg: DataConfig) -> Callable[[str], str]:
-    return normalizer(cfg.opencc if cfg.tgt_lang.startswith("zh") else None)

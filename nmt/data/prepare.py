@@ -1,11 +1,7 @@
 """The training corpus, cleaned, tokenized and encoded once, then reused from a disk cache.
 
-``prepare`` runs the data pipeline: load (files streamed into Arrow, hub datasets memory-mapped),
-clean and filter in several processes, train sentencepiece on a bounded random sample, encode the
-train split in several processes and drop pairs over ``data.max_tokens`` pieces. The result goes
-to ``$NMT_CACHE/data/<key>``, where the key hashes the corpus identity (file paths, sizes and
-times, or the datasets' fingerprints) and every setting that changes the output; a second run with
-the same corpus and settings opens it memory-mapped and starts training at once.
+The result goes to ``$NMT_CACHE/data/<key>``, the key hashing the corpus identity (the datasets'
+fingerprints) and every setting that changes the output; a later run opens it memory-mapped.
 """
 
 from __future__ import annotations
@@ -24,20 +20,19 @@ from typing import Optional
 import datasets
 import numpy as np
 import sentencepiece as spm
+from omegaconf import OmegaConf
 
 from nmt import __version__
 from nmt.batching import Pairs
 from nmt.config import DataConfig, TokenizerConfig
 from nmt.data.cache import cache_root, map_cached, num_workers
-from nmt.data.corpus import clean_splits, load_raw, require
+from nmt.data.corpus import clean_splits, load_raw
 from nmt.data.text import DataError
 from nmt.tokenizer import Tokenizer, load_or_train
 
 log = logging.getLogger(__name__)
 
 PIPELINE = 2  # bump when the prepared output changes for the same settings
-
-
 FEATURES = datasets.Features({
     "src_ids": datasets.Sequence(datasets.Value("int32")), "tgt_ids": datasets.Sequence(datasets.Value("int32")),
     "src_len": datasets.Value("int32"), "tgt_len": datasets.Value("int32"),
@@ -66,8 +61,6 @@ def _settings(data: DataConfig, tok: TokenizerConfig, seed: int, tokenizer: Opti
 
 
 def _plain(cfg) -> dict:
-    from omegaconf import OmegaConf
-
     return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(vars(cfg))
 
 
@@ -76,8 +69,7 @@ def prepare(
 ) -> Prepared:
     """The train split as piece ids and the dev split as text, from the cache when it matches."""
     t0 = time.perf_counter()
-    raw = load_raw(data)
-    require(raw, ("train", "dev"), data)
+    raw = load_raw(data)  # a missing split fails in clean_splits: it can have no cached corpus
     identity = {s: raw[s]._fingerprint for s in ("train", "dev", "test") if s in raw}
 
     def folder_for(fixed: Optional[Tokenizer]) -> Path:
@@ -88,9 +80,7 @@ def prepare(
     for candidate in [folder_for(None)] + ([folder_for(tokenizer)] if tokenizer is not None else []):
         if data.cache and (candidate / "done").exists():
             out = _open(candidate)
-            if tokenizer is None or (out.tokenizer.src_model, out.tokenizer.tgt_model) == (
-                tokenizer.src_model, tokenizer.tgt_model
-            ):
+            if tokenizer is None or out.tokenizer.to_state() == tokenizer.to_state():
                 log.info("prepared corpus: reusing %s (%d train pairs, %.1fs)", candidate, len(out.train),
                          time.perf_counter() - t0)
                 return out
@@ -110,8 +100,7 @@ def prepare(
     )
     lens = [encoded.data.column(c).to_numpy() for c in ("src_len", "tgt_len")]
     keep = np.flatnonzero((lens[0] <= data.max_tokens) & (lens[1] <= data.max_tokens))
-    report["train"]["too_many_pieces"] = int(len(encoded) - len(keep))
-    report["train"]["kept"] = int(len(keep))
+    report["train"].update(too_many_pieces=int(len(encoded) - len(keep)), kept=int(len(keep)))
     log.info("train: %d pairs, %d over %d pieces dropped", len(keep), len(encoded) - len(keep), data.max_tokens)
     if len(keep) == 0:
         raise DataError(
@@ -126,8 +115,7 @@ def prepare(
 
 
 def _train_tokenizer(train: datasets.Dataset, cfg: TokenizerConfig, seed: int) -> Tokenizer:
-    """Sentencepiece on at most ``input_sentence_size`` pairs drawn at random (seeded): memory is
-    bounded by the sample, not the corpus."""
+    """Sentencepiece on at most ``input_sentence_size`` pairs drawn at random (seeded), so memory is bounded."""
     n = len(train)
     if n > cfg.input_sentence_size:
         rows = np.sort(np.random.default_rng(seed).choice(n, cfg.input_sentence_size, replace=False))

@@ -14,25 +14,11 @@ class DataError(ValueError):
 
 def read_lines(path: Path) -> list[str]:
     """Lines of a UTF-8 text file; invalid UTF-8 is an error naming the file and line."""
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise DataError(f"cannot read {path}: {e.strerror}") from None
-    if raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark is not text
-        raw = raw[3:]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: invalid UTF-8 (byte {e.start})") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [ln.rstrip("\r") for ln in lines]
+    return list(iter_lines(path))
 
 
 def iter_lines(path: Path) -> Iterator[str]:
-    """Stream the lines of a UTF-8 text file (constant memory); invalid UTF-8 names file and line."""
+    """Stream the lines of a UTF-8 text file, without a byte-order mark; invalid UTF-8 names file and line."""
     try:
         f = open(path, "rb")
     except OSError as e:
@@ -48,8 +34,7 @@ def iter_lines(path: Path) -> Iterator[str]:
 
 
 def count_lines(path: Path, fields: int = 0) -> int:
-    """Check a text file in one streaming pass: UTF-8 throughout and, for TSV, ``fields`` fields per row.
-    Files over 50 MB show a progress bar with the lines counted."""
+    """Lines of a non-empty text file checked in one pass: UTF-8 and, for TSV, ``fields`` fields per row."""
     from datasets.utils.tqdm import tqdm
 
     n = 0
@@ -61,6 +46,8 @@ def count_lines(path: Path, fields: int = 0) -> int:
             if n % 100_000 == 0:
                 bar.update(100_000)
         bar.update(n % 100_000)
+    if not n:
+        raise DataError(f"{path} is empty")
     return n
 
 
@@ -70,19 +57,10 @@ def read_parallel(src_path: Path, tgt_path: Path) -> list[tuple[str, str]]:
     return list(zip(iter_lines(src_path), iter_lines(tgt_path)))
 
 
-def check_parallel(src_path: Path, tgt_path: Path) -> int:
+def check_parallel(src_path: Path, tgt_path: Path) -> None:
     counts = [count_lines(p) for p in (src_path, tgt_path)]
-    for path, n in zip((src_path, tgt_path), counts):
-        if not n:
-            raise DataError(f"{path} is empty")
     if counts[0] != counts[1]:
         raise DataError(
             f"{src_path} has {counts[0]} lines but {tgt_path} has {counts[1]}: "
             f"they diverge at line {min(counts) + 1}"
         )
-    return counts[0]
-
-
-def check_tsv(path: Path) -> None:
-    if not count_lines(path, fields=2):
-        raise DataError(f"{path} is empty")
