@@ -136,7 +136,8 @@ def build_updater(cfg: DictConfig, prepared: Prepared, resumed: Optional[dict], 
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device)
     if resumed is not None and tr.precision == "auto":  # a resumed run keeps the precision it measured
         tr.precision = resumed["config"]["trainer"]["precision"]
-    timing = epoch_batches(prepared.train, tr.batch_tokens, random.Random(0), tr.batch_sentences or 100_000)[:8]
+    timing = epoch_batches(prepared.train, tr.batch_tokens, random.Random(0), tr.batch_sentences or 100_000)[:8] \
+        if tr.precision == "auto" else []
     tr.precision = distributed.from_rank0(precision.choose(tr, model, device, timing))  # resolved once, for all ranks
     model.bf16_output = tr.precision == "bf16_output"
     n_params = sum(p.numel() for p in model.parameters())
