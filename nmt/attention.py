@@ -72,15 +72,8 @@ class LuongAttention(nn.Module):
             return self.W_k(memory)
         return memory
 
-    def forward(
-        self,
-        query: torch.Tensor,
-        keys: torch.Tensor,
-        memory: torch.Tensor,
-        mask: torch.Tensor,
-        src_lens: torch.Tensor,
-        positions: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    def forward(self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor, src_lens: torch.Tensor,
+                positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
         """Attend from T decoder states h_t (batch, T, hidden) at once (T = 1 in the input-feeding loop).
 
         ``keys`` from ``keys(memory)``; memory (batch, src_len, hidden) h̄_s; mask (batch, src_len) True at real
@@ -137,9 +130,8 @@ class LuongAttention(nn.Module):
             weights = weights * torch.exp(-(dist**2) / (2 * sigma**2))  # exp(-(s - p_t)² / (2σ²))
         return weights
 
-    def _local_window(
-        self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor, p: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _local_window(self, query: torch.Tensor, keys: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor,
+                      p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Local attention over only the 2D + 1 positions around p_t: O(D) per step, not O(S); same result as masking."""
         B, T, H = query.shape
         S, W = mask.size(1), 2 * self.window + 1

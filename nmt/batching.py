@@ -131,13 +131,8 @@ def epoch_batches(pairs: Pairs, batch_tokens: int, rng: random.Random, max_sente
     return Epoch(pairs, order, groups)
 
 
-def train_batches(
-    src: Sequence[Sequence[int]],
-    tgt: Sequence[Sequence[int]],
-    batch_tokens: int,
-    rng: random.Random,
-    max_sentences: int = 100_000,
-) -> Epoch:
+def train_batches(src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], batch_tokens: int, rng: random.Random,
+                  max_sentences: int = 100_000) -> Epoch:
     """``epoch_batches`` over pairs held in lists."""
     return epoch_batches(Pairs.from_lists(src, tgt), batch_tokens, rng, max_sentences)
 

@@ -40,10 +40,8 @@ def select_state(state: State, index: torch.Tensor) -> State:
 
 
 class Decoder(nn.Module):
-    def __init__(
-        self, vocab: int, emb: int, hidden: int, layers: int, rnn_type: str, dropout: float,
-        input_feeding: bool, attention: LuongAttention,
-    ):
+    def __init__(self, vocab: int, emb: int, hidden: int, layers: int, rnn_type: str, dropout: float, input_feeding: bool,
+                 attention: LuongAttention):
         super().__init__()
         self.hidden, self.input_feeding = hidden, input_feeding
         self.embed = nn.Embedding(vocab, emb, padding_idx=PAD)
@@ -57,9 +55,8 @@ class Decoder(nn.Module):
         self.rnn_dropout = Dropout(dropout if layers > 1 else 0.0)  # between stacked layers
         self.out = nn.Linear(hidden, vocab)  # W_s
 
-    def forward(
-        self, tgt_in: torch.Tensor, state: State, src: Source, keep_attention: bool = False
-    ) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
+    def forward(self, tgt_in: torch.Tensor, state: State, src: Source,
+                keep_attention: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
         """Teacher-forced pass over tgt_in (batch, tgt_len): h̃ (batch, tgt_len, hidden) and, if asked, the
         attention weights (batch, tgt_len, src_len) and local centres p_t (batch, tgt_len) or None."""
         emb = self.dropout(self.embed(tgt_in))  # (batch, tgt_len, emb)
@@ -88,10 +85,8 @@ class Decoder(nn.Module):
         p_all = torch.cat(centres, 1) if centres[0] is not None else None
         return torch.cat(outs, 1), torch.cat(weights, 1), p_all
 
-    def step(
-        self, y_prev: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor,
-        weights: Optional[list] = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, State, torch.Tensor, Optional[torch.Tensor]]:
+    def step(self, y_prev: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor,
+             weights: Optional[list] = None) -> tuple[torch.Tensor, torch.Tensor, State, torch.Tensor, Optional[torch.Tensor]]:
         """One search step from y_prev (batch,), feed h̃_{t-1} (batch, 1, hidden), position (1,) t and ``step_weights()``:
         log-probabilities (batch, vocab), h̃_t (batch, 1, hidden), the state, weights (batch, 1, src_len), p_t or None."""
         w = self.step_weights() if weights is None else weights

@@ -32,9 +32,7 @@ class Dropout(nn.Dropout):
 class Encoder(nn.Module):
     """Stacked (bi)directional RNN; a bidirectional encoder gives each direction half of ``hidden``."""
 
-    def __init__(
-        self, vocab: int, emb: int, hidden: int, layers: int, bidirectional: bool, rnn_type: str, dropout: float
-    ):
+    def __init__(self, vocab: int, emb: int, hidden: int, layers: int, bidirectional: bool, rnn_type: str, dropout: float):
         super().__init__()
         self.embed = nn.Embedding(vocab, emb, padding_idx=PAD)
         self.dropout = Dropout(dropout)

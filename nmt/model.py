@@ -53,10 +53,8 @@ class Seq2Seq(nn.Module):
             return (h, torch.zeros_like(h))
         return fit(final)
 
-    def forward(
-        self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: HostLens, tgt_in: torch.Tensor,
-        keep_attention: bool = False,
-    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def forward(self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: HostLens, tgt_in: torch.Tensor,
+                keep_attention: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """Teacher-forced logits (batch, tgt_len, vocab) and, if asked, attention weights."""
         source, state = self.encode(src, src_lens, host_lens)
         att, weights, _ = self.decoder(tgt_in, state, source, keep_attention)  # (batch, tgt_len, hidden)
@@ -66,9 +64,8 @@ class Seq2Seq(nn.Module):
         return self.decoder.out(att), weights
 
     @torch.no_grad()
-    def align(
-        self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: torch.Tensor, tgt_in: torch.Tensor
-    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def align(self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: torch.Tensor,
+              tgt_in: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """Attention weights (batch, tgt_len, src_len) and local centres p_t (batch, tgt_len) or
         None, for a given target (e.g. the model's own translation)."""
         source, state = self.encode(src, src_lens, host_lens)
@@ -81,13 +78,9 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
     validate_model(cfg)
     a = cfg.attention
     attention = LuongAttention(a.score, a.mode, cfg.hidden_size, a.window, a.heads, a.max_len)
-    encoder = Encoder(
-        src_vocab, cfg.emb_size, cfg.hidden_size, cfg.encoder_layers, cfg.bidirectional, cfg.rnn_type, cfg.dropout
-    )
-    decoder = Decoder(
-        tgt_vocab, cfg.emb_size, cfg.hidden_size, cfg.decoder_layers, cfg.rnn_type, cfg.dropout,
-        cfg.input_feeding, attention,
-    )
+    encoder = Encoder(src_vocab, cfg.emb_size, cfg.hidden_size, cfg.encoder_layers, cfg.bidirectional, cfg.rnn_type, cfg.dropout)
+    decoder = Decoder(tgt_vocab, cfg.emb_size, cfg.hidden_size, cfg.decoder_layers, cfg.rnn_type, cfg.dropout,
+                      cfg.input_feeding, attention)
     model = Seq2Seq(encoder, decoder)
     for p in model.parameters():
         nn.init.uniform_(p, -cfg.init_range, cfg.init_range)

@@ -55,14 +55,8 @@ def find_cjk_font() -> str:
     )
 
 
-def attention_figure(
-    weights: np.ndarray,
-    src_pieces: Sequence[str],
-    tgt_pieces: Sequence[str],
-    centres: Optional[np.ndarray] = None,
-    window: Optional[int] = None,
-    title: str = "",
-):
+def attention_figure(weights: np.ndarray, src_pieces: Sequence[str], tgt_pieces: Sequence[str],
+                     centres: Optional[np.ndarray] = None, window: Optional[int] = None, title: str = ""):
     """A heatmap of ``weights`` (tgt_len, src_len); with ``centres`` p_t (tgt_len,) (local modes) also
     p_t as dots and the ``window`` [p_t - D, p_t + D] as two lines."""
     import matplotlib

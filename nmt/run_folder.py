@@ -25,8 +25,7 @@ log = logging.getLogger("nmt.train")
 def git_commit() -> Optional[str]:
     """The commit of the code that runs, if it is a git checkout."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                             text=True, timeout=5)
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -96,8 +95,7 @@ def restore(resumed: dict, tr: DictConfig, model: torch.nn.Module, opt: torch.op
              tr.reset_counters)
 
 
-def write_run_files(run_dir: Path, tok: Tokenizer, data_report: dict[str, Any], world_size: int,
-                    device: torch.device) -> None:
+def write_run_files(run_dir: Path, tok: Tokenizer, data_report: dict[str, Any], world_size: int, device: torch.device) -> None:
     """Sentencepiece models, ``run_info.json`` and ``data_report.json``; stale temporary checkpoints removed."""
     tok.save(run_dir)
     for stale in (run_dir / "checkpoints").glob(".*.tmp*"):  # left by a process killed while writing

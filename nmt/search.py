@@ -87,9 +87,7 @@ def _force_eos(logp: torch.Tensor, rows: torch.Tensor) -> None:
 
 
 @torch.no_grad()
-def greedy(
-    model: Models, batch: Batch, ratio: float = 2.0, extra: int = 10, cap: int = 200, sync_every: int = 0
-) -> Hypotheses:
+def greedy(model: Models, batch: Batch, ratio: float = 2.0, extra: int = 10, cap: int = 200, sync_every: int = 0) -> Hypotheses:
     """Batched greedy search; ended rows leave when a quarter of the batch, checked every ``sync_every`` steps."""
     stepper = Stepper(model, batch)
     n, dev = batch.size, batch.src.device
@@ -165,10 +163,8 @@ def _ended(stop: str, is_eos: torch.Tensor, fin: torch.Tensor, alive: torch.Tens
 
 
 @torch.no_grad()
-def beam_search(
-    model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, ratio: float = 2.0, extra: int = 10,
-    cap: int = 200, n_best: int = 1, beta: float = 0.0, stop: str = "full", sync_every: int = 0,
-) -> Hypotheses:
+def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, ratio: float = 2.0, extra: int = 10,
+                cap: int = 200, n_best: int = 1, beta: float = 0.0, stop: str = "full", sync_every: int = 0) -> Hypotheses:
     """Batched beam search; finished hypotheses move to a per-sentence buffer of size ``beam``.
 
     A sentence is done at its length limit or by the ``stop`` rule (``STOPS``; ``exact`` is exact as

@@ -108,9 +108,7 @@ def _cached(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, cache: 
     return model
 
 
-def load_or_train(
-    cfg: TokenizerConfig, src_texts: Sequence[str], tgt_texts: Sequence[str], seed: int = 0
-) -> Tokenizer:
+def load_or_train(cfg: TokenizerConfig, src_texts: Sequence[str], tgt_texts: Sequence[str], seed: int = 0) -> Tokenizer:
     """Separate or joint sentencepiece models for a training split."""
     cache = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else cache_root() / "spm"
     if cfg.joint:

@@ -27,8 +27,7 @@ from nmt.update import dev_loss
 log = logging.getLogger("nmt.train")
 
 
-def rotate_checkpoints(snapshot: dict, ckpt_dir: Path, step: int, improved: bool, keep_best: int,
-                       keep_last: int) -> None:
+def rotate_checkpoints(snapshot: dict, ckpt_dir: Path, step: int, improved: bool, keep_best: int, keep_last: int) -> None:
     """``last.pt`` always; ``best.pt`` when improved, with the ``keep_best`` best and the ``keep_last``
     latest step checkpoints beside them."""
     checkpoint.save(snapshot, ckpt_dir / "last.pt")

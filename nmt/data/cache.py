@@ -24,9 +24,8 @@ def num_workers(cfg: DataConfig, rows: int) -> Optional[int]:
     return n if n > 1 and rows > n else None
 
 
-def map_cached(
-    ds: datasets.Dataset, fn: Callable, desc: str, num_proc: Optional[int] = None, key: str = "", **kw
-) -> datasets.Dataset:
+def map_cached(ds: datasets.Dataset, fn: Callable, desc: str, num_proc: Optional[int] = None, key: str = "",
+               **kw) -> datasets.Dataset:
     """``Dataset.map`` (progress bar ``desc``) cached under $NMT_CACHE/hf by the input's fingerprint and ``key``."""
     kw = {"batched": True, "batch_size": 2000, "num_proc": num_proc, "desc": desc, **kw}
     if not ds.cache_files:  # an in-memory table (a small corpus) stays in memory

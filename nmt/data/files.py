@@ -26,9 +26,8 @@ def _pairs_from_files(src: str, tgt: str, tsv: str, swap: bool) -> Iterator[dict
             yield {"src": s, "tgt": t}
 
 
-def _stream_dataset(
-    src: Optional[Path], tgt: Optional[Path], tsv: Optional[Path], check: Callable[[], object], swap: bool = False
-) -> datasets.Dataset:
+def _stream_dataset(src: Optional[Path], tgt: Optional[Path], tsv: Optional[Path], check: Callable[[], object],
+                    swap: bool = False) -> datasets.Dataset:
     """An Arrow dataset streamed from the files, after ``check``; both are skipped while the files' paths,
     sizes and modification times are unchanged (the copy lives under $NMT_CACHE/hf)."""
     stats = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in (src, tgt, tsv) if p is not None]

@@ -64,9 +64,7 @@ def _plain(cfg) -> dict:
     return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(vars(cfg))
 
 
-def prepare(
-    data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer: Optional[Tokenizer] = None
-) -> Prepared:
+def prepare(data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer: Optional[Tokenizer] = None) -> Prepared:
     """The train split as piece ids and the dev split as text, from the cache when it matches."""
     t0 = time.perf_counter()
     raw = load_raw(data)  # a missing split fails in clean_splits: it can have no cached corpus
@@ -103,9 +101,7 @@ def prepare(
     report["train"].update(too_many_pieces=int(len(encoded) - len(keep)), kept=int(len(keep)))
     log.info("train: %d pairs, %d over %d pieces dropped", len(keep), len(encoded) - len(keep), data.max_tokens)
     if len(keep) == 0:
-        raise DataError(
-            f"no training pairs left: all {len(encoded)} have a side over data.max_tokens={data.max_tokens} pieces"
-        )
+        raise DataError(f"no training pairs left: all {len(encoded)} have a side over data.max_tokens={data.max_tokens} pieces")
     if len(keep) < len(encoded):
         encoded = encoded.select(keep)
     _write(folder, encoded, dev, test, tokenizer, report, settings, identity)
@@ -149,8 +145,7 @@ def _write(folder: Path, train: datasets.Dataset, dev: datasets.Dataset, test: O
     (tmp / "src.model").write_bytes(tok.src_model)
     (tmp / "tgt.model").write_bytes(tok.tgt_model)
     (tmp / "report.json").write_text(json.dumps(report, indent=1))
-    (tmp / "settings.json").write_text(json.dumps({"identity": identity, **settings, "nmt": __version__}, indent=1,
-                                                  default=str))
+    (tmp / "settings.json").write_text(json.dumps({"identity": identity, **settings, "nmt": __version__}, indent=1, default=str))
     (tmp / "done").write_text("")
     shutil.rmtree(folder, ignore_errors=True)
     folder.parent.mkdir(parents=True, exist_ok=True)

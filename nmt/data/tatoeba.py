@@ -39,8 +39,7 @@ def load_tatoeba(cfg: DataConfig) -> datasets.DatasetDict:
     if sorted((cfg.src_lang, cfg.tgt_lang)) != ["en", "zh"]:
         raise DataError(f"the tatoeba corpus is zh-en; data.src_lang/tgt_lang={cfg.src_lang}/{cfg.tgt_lang}")
     files = _check_packaged(Path(str(cfg.dir)).expanduser() if cfg.dir else PACKAGED)
-    raw = datasets.load_dataset("parquet", data_files={k: str(v) for k, v in files.items()},
-                                cache_dir=str(cache_root() / "hf"))
+    raw = datasets.load_dataset("parquet", data_files={k: str(v) for k, v in files.items()}, cache_dir=str(cache_root() / "hf"))
     return datasets.DatasetDict({
         split: ds.rename_columns({cfg.src_lang: "src", cfg.tgt_lang: "tgt"}).select_columns(["src", "tgt"])
         for split, ds in raw.items()
