@@ -200,8 +200,7 @@ def run_updates(up: Updater, validator: Validator, budget: Budget, train_pairs: 
     return stop_reason
 
 
-def after_update(up: Updater, validator: Validator, budget: Budget, stop: StopSignal,
-                 device: torch.device) -> Optional[str]:
+def after_update(up: Updater, validator: Validator, budget: Budget, stop: StopSignal, device: torch.device) -> Optional[str]:
     """Log, validate or save as the step asks; a reason to stop (early stopping, a signal) or None."""
     tr, step, main = up.tr, up.state.step, up.writer is not None
     up.log(budget)
@@ -232,27 +231,23 @@ def stop_now(up: Updater, ckpt_dir: Path, reason: str) -> None:
 
 def final_scores(cfg: DictConfig, prepared: Prepared, validator: Validator, metrics: dict, step: int) -> None:
     """The best checkpoint on the full dev split (if validation used part of it) and on the test split."""
-    tr, device, writer = cfg.trainer, validator.device, validator.writer
-
-    def scores_of(split, beam: int):
-        best_model, _, _, _ = checkpoint.load_model(validator.ckpt_dir / "best.pt", device)
-        return evaluate(best_model, validator.tok, validator.normalize, list(split["src"]), [list(split["tgt"])],
-                        cfg.data.tgt_lang, beam=beam, device=device)[0]
-
+    tr, writer = cfg.trainer, validator.writer
+    sets: dict = {}
     if tr.valid_max_sentences and len(prepared.dev) > len(validator.dev_src):  # the full dev split, once
-        scores = scores_of(prepared.dev, tr.valid_beam)
-        metrics.update(full_dev_bleu=scores.bleu, full_dev_chrf=scores.chrf)
-        writer.add_scalar("valid/full_dev_bleu", scores.bleu, step)
-        log.info("full dev split (%d sentences, best checkpoint): BLEU %.2f | chrF %.2f", len(prepared.dev),
-                 scores.bleu, scores.chrf)
+        sets["full_dev"] = (prepared.dev, tr.valid_beam)
     if prepared.test is not None and len(prepared.test) and tr.test_beam:
-        scores = scores_of(prepared.test, tr.test_beam)
-        metrics.update(test_bleu=scores.bleu, test_chrf=scores.chrf, test_beam=tr.test_beam,
-                       bleu_signature=scores.bleu_signature, chrf_signature=scores.chrf_signature)
-        writer.add_scalar("test/bleu", scores.bleu, step)
-        writer.add_scalar("test/chrf", scores.chrf, step)
-        log.info("test (best checkpoint, beam %d): BLEU %.2f | chrF %.2f | %s", tr.test_beam, scores.bleu,
-                 scores.chrf, scores.bleu_signature)
+        sets["test"] = (prepared.test, tr.test_beam)
+    best = checkpoint.load_model(validator.ckpt_dir / "best.pt", validator.device)[0] if sets else None
+    for name, (split, beam) in sets.items():
+        scores = evaluate(best, validator.tok, validator.normalize, list(split["src"]), [list(split["tgt"])],
+                          cfg.data.tgt_lang, beam=beam, device=validator.device)[0]
+        metrics.update({f"{name}_bleu": scores.bleu, f"{name}_chrf": scores.chrf})
+        for k in ("bleu", "chrf"):
+            writer.add_scalar(f"test/{k}" if name == "test" else f"valid/full_dev_{k}", getattr(scores, k), step)
+        if name == "test":
+            metrics.update(test_beam=beam, bleu_signature=scores.bleu_signature, chrf_signature=scores.chrf_signature)
+        log.info("%s split (%d sentences, best checkpoint, beam %d): BLEU %.2f | chrF %.2f | %s", name.replace("_", " "),
+                 len(split), beam, scores.bleu, scores.chrf, scores.bleu_signature)
 
 
 def write_hparams(writer: SummaryWriter, cfg_dict: dict, metrics: dict) -> None:
