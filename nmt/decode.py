@@ -15,6 +15,7 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from nmt.batching import inference_batches, make_batch
 from nmt.checkpoint import CheckpointError, load_model
+from nmt.device import autocast
 from nmt.model import Seq2Seq
 from nmt.search import Models, beam_search
 from nmt.tokenizer import Tokenizer
@@ -37,9 +38,11 @@ def translate_nbest(
     beta: float = 0.0,
     stop: str = "full",
     progress: Optional[Callable[[int], None]] = None,
+    precision: str = "fp32",
 ) -> list[list[tuple[str, float]]]:
     """The ``n_best`` translations of each raw source line with their scores, best first, in input order;
-    a line empty after normalization gets one empty translation. ``progress(n)`` hears of n lines done."""
+    a line empty after normalization gets one empty translation. ``progress(n)`` hears of n lines done.
+    ``precision`` bf16 decodes under autocast (scores stay fp32; outputs may differ slightly)."""
     norm = [normalize(t) for t in texts]
     ids = [s[:MAX_SRC_PIECES] for s in tok.encode_src(norm)]
     out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in texts]
@@ -54,7 +57,8 @@ def translate_nbest(
         m.eval()
     budget = max(batch_tokens // beam, MAX_SRC_PIECES)
     for batch in inference_batches([ids[i] for i in todo], budget, max(1, batch_sentences)):
-        hyps = beam_search(group, batch.to(device), beam=beam, alpha=alpha, n_best=n_best, beta=beta, stop=stop)
+        with autocast(device, precision):
+            hyps = beam_search(group, batch.to(device), beam=beam, alpha=alpha, n_best=n_best, beta=beta, stop=stop)
         for row, nbest in zip(batch.index.tolist(), hyps.nbest):
             out[todo[row]] = [(tok.decode_tgt(toks), score) for toks, score in nbest]
         if progress is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import resource
 
@@ -67,6 +68,9 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+PRECISIONS = ("fp32", "bf16")  # of decoding (nmt.translate, nmt.evaluate)
+PRECISION_HELP = ("decode in fp32 (default) or bf16 autocast: bf16 can be faster on GPUs and on CPUs with AMX/avx512_bf16, "
+                  "mostly in long-running processes (elsewhere likely slower); outputs may differ slightly")
 NATIVE_BF16 = ("amx_bf16", "avx512_bf16")  # CPU flags with bf16 matrix instructions
 
 
@@ -87,3 +91,8 @@ def cpu_info() -> dict:
     wanted = [f for f in sorted(flags) if f.startswith("amx") or f in ("avx512_bf16", "avx512f")]
     return {"model": model, "flags": wanted, "cores": available_cores(), "native_bf16": any(f in flags for f in NATIVE_BF16)}
 
+
+def warn_slow_bf16(device: torch.device, precision: str) -> None:
+    """Warn that bf16 on a CPU without bf16 matrix instructions is emulated, so likely slower than fp32."""
+    if precision == "bf16" and device.type == "cpu" and not cpu_info()["native_bf16"]:
+        logging.getLogger("nmt").warning("bf16 on a CPU without AMX/avx512_bf16 will likely be slower than fp32")

@@ -20,7 +20,7 @@ from nmt.data.corpus import load_corpus
 from nmt.data.normalize import src_normalizer
 from nmt.data.text import DataError, read_lines
 from nmt.decode import evaluate, load_models, progress_bar
-from nmt.device import pick_device, set_threads
+from nmt.device import PRECISION_HELP, PRECISIONS, pick_device, set_threads, warn_slow_bf16
 from nmt.search import STOPS
 
 
@@ -66,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", help="write the hypotheses here (one set), or into this folder (several)")
     p.add_argument("--json", action="store_true", help="print JSON (one object per set) instead of a table")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32", help=PRECISION_HELP)
     return p
 
 
@@ -86,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         set_threads(0)
         device = pick_device(args.device)
+        warn_slow_bf16(device, args.precision)
         models, tok, cfg = load_models([args.model, *args.ensemble], device)
         for s in sets:
             src, refs = _load_set(s, cfg)
@@ -93,12 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             with progress_bar(len(src), s["name"]) as update:
                 scores, hyps = evaluate(
                     models, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam, alpha=args.alpha,
-                    device=device, stop=args.stop, progress=update,
+                    device=device, stop=args.stop, progress=update, precision=args.precision,
                 )
             seconds = time.perf_counter() - t0  # decoding and scoring alone: no start-up, loading or reading
             rows.append({"set": s["name"], "sentences": len(src), "references": len(refs), "beam": args.beam,
-                         "stop": args.stop, **dataclasses.asdict(scores), "decode_seconds": round(seconds, 3),
-                         "sentences_per_s": round(len(src) / seconds, 1)})
+                         "stop": args.stop, "precision": args.precision, **dataclasses.asdict(scores),
+                         "decode_seconds": round(seconds, 3), "sentences_per_s": round(len(src) / seconds, 1)})
             if args.output:
                 out = Path(args.output)
                 if len(sets) > 1:

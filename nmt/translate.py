@@ -17,7 +17,7 @@ from nmt.checkpoint import CheckpointError
 from nmt.data.normalize import src_normalizer
 from nmt.data.text import DataError, read_lines
 from nmt.decode import align, hard_alignment, load_models, progress_bar, translate_nbest
-from nmt.device import pick_device, set_threads
+from nmt.device import PRECISION_HELP, PRECISIONS, pick_device, set_threads, warn_slow_bf16
 from nmt.plot import PlotError, attention_figure, find_cjk_font, save_png
 from nmt.search import STOPS
 
@@ -69,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--with-source", action="store_true", help="print each translation after its source and a tab")
     p.add_argument("--plot-attention", metavar="DIR", help="write an attention heatmap per sentence into DIR")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32", help=PRECISION_HELP)
     return p
 
 
@@ -84,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         set_threads(0)
         device = pick_device(args.device)
+        warn_slow_bf16(device, args.precision)
         models, tok, cfg = load_models([args.model, *args.ensemble], device)
         normalize = src_normalizer(cfg.data)
         if args.plot_attention:
@@ -97,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     results = translate_nbest(
                         models, tok, normalize, chunk, args.beam, args.alpha, args.batch_tokens, device,
                         n_best=args.n_best, batch_sentences=args.batch_size, beta=args.beta, stop=args.stop,
-                        progress=update,
+                        progress=update, precision=args.precision,
                     )
                 for text, nbest in zip(chunk, results):
                     attention = None
