@@ -8,7 +8,7 @@ Training: N measured steps after a warm-up, real tokens per second (target piece
 as the peer harness counts them), peak RSS,
 model FLOPs per target token and the fraction of this machine's measured fp32 matmul peak.
 Decoding: the dev split, greedy and beam 5 (with our default stop rule and with the peers'
-``first``), sentences per second and BLEU.
+``first``), sentences per second and BLEU, in fp32 and/or bf16 (``--decode-precision fp32,bf16``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from nmt.config import register, validate
 from nmt.data.normalize import src_normalizer
 from nmt.data.prepare import Prepared, prepare
 from nmt.decode import score, translate_texts
-from nmt.device import autocast, cpu_info, pick_device, set_threads
+from nmt.device import PRECISIONS, autocast, cpu_info, pick_device, set_threads, warn_slow_bf16
 from nmt.model import Seq2Seq, build_model
 from nmt.optim import build_optimizer
 from nmt.tokenizer import PAD
@@ -134,18 +134,23 @@ def training_speed(model: Seq2Seq, cfg: DictConfig, batches: Sequence[Batch], wa
 
 
 def decoding_speed(model: Seq2Seq, tok, cfg: DictConfig, dev_src: list[str], dev_tgt: list[str],
-                   device: torch.device, runs: Sequence[tuple[str, int, str]] = DECODES) -> dict:
-    """Sentences/s and BLEU of ``model`` on the dev sentences, per (name, beam, stop rule)."""
+                   device: torch.device, runs: Sequence[tuple[str, int, str]] = DECODES,
+                   precisions: Optional[Sequence[str]] = None) -> dict:
+    """Sentences/s and BLEU of ``model`` on the dev sentences, per (name, beam, stop rule) and decoding
+    precision: fp32 under ``name`` (``beam5``), others under ``name_precision`` (``beam5_bf16``).
+    ``precisions`` None: the config's training precision, under ``name`` (as scripts/gpu_check.py reads)."""
     model.eval()
     norm = src_normalizer(cfg.data)
     out = {}
-    for name, beam, stop in runs:
-        t0 = time.perf_counter()  # translation only (as the peers time theirs), not the scoring
-        with autocast(device, cfg.trainer.precision):
-            hyps = translate_texts(model, tok, norm, dev_src, beam=beam, device=device, stop=stop)
-        dt = time.perf_counter() - t0
-        scores = score(hyps, [dev_tgt], cfg.data.tgt_lang)
-        out[name] = {"sents_per_s": len(dev_src) / dt, "seconds": dt, "bleu": scores.bleu, "chrf": scores.chrf}
+    for prec in precisions or [cfg.trainer.precision]:
+        suffix = "" if precisions is None or prec == "fp32" else f"_{prec}"
+        for name, beam, stop in runs:
+            t0 = time.perf_counter()  # translation only (as the peers time theirs), not the scoring
+            hyps = translate_texts(model, tok, norm, dev_src, beam=beam, device=device, stop=stop, precision=prec)
+            dt = time.perf_counter() - t0
+            scores = score(hyps, [dev_tgt], cfg.data.tgt_lang)
+            out[name + suffix] = {"sents_per_s": len(dev_src) / dt, "seconds": dt, "bleu": scores.bleu,
+                                  "chrf": scores.chrf, "precision": prec}
     return out
 
 
@@ -158,13 +163,20 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--checkpoint", help="decode with this trained model instead of the benchmarked one")
     p.add_argument("--no-decode", action="store_true")
+    p.add_argument("--decode-precision", default="fp32", type=lambda v: v.split(","),
+                   help="decoding precision(s), comma-separated: fp32 (default; keys greedy, beam5, beam5_first), "
+                        "bf16 (keys greedy_bf16, ...): e.g. fp32,bf16")
     p.add_argument("overrides", nargs="*", help="extra config overrides, key=value")
     args = p.parse_args()
+    if any(d not in PRECISIONS for d in args.decode_precision):
+        p.error(f"--decode-precision: each of {args.decode_precision} must be one of {', '.join(PRECISIONS)}")
 
     cfg = compose_config(args.config, args.overrides, args.data)
     tr = cfg.trainer
     set_threads(tr.threads)
     device = pick_device(tr.device)
+    for d in args.decode_precision:
+        warn_slow_bf16(device, d)
     torch.manual_seed(tr.seed)
     corpus = prepare_corpus(cfg)
     tok = corpus.tokenizer
@@ -187,7 +199,7 @@ def main() -> int:
             dec_model, dec_tok, dec_cfg, _ = load_model(args.checkpoint, device)
         # beam5: our default stop rule (beam hypotheses finished); beam5_first: the peers' rule
         result["decode"] = decoding_speed(dec_model, dec_tok, dec_cfg, list(corpus.dev["src"]),
-                                          list(corpus.dev["tgt"]), device)
+                                          list(corpus.dev["tgt"]), device, precisions=args.decode_precision)
 
     t = result["train"]
     print(f"{'config':<28}{args.config} {' '.join(args.overrides)}")
@@ -199,7 +211,8 @@ def main() -> int:
     print(f"{'model FLOPs':<28}{t['flops_per_tgt_token'] / 1e6:.1f} MFLOP/tgt token, {t['model_gflops']:.0f} GFLOP/s "
           f"= {t['matmul_peak_fraction']:.0%} of the measured {t['matmul_peak_gflops']:.0f} GFLOP/s fp32 matmul peak")
     for name, d in result.get("decode", {}).items():
-        print(f"{'decode ' + name:<28}{d['sents_per_s']:,.0f} sents/s   BLEU {d['bleu']:.2f}  chrF {d['chrf']:.2f}")
+        print(f"{'decode ' + name:<28}{d['sents_per_s']:,.0f} sents/s   BLEU {d['bleu']:.2f}  chrF {d['chrf']:.2f}"
+              f"   ({d['precision']})")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0
