@@ -44,26 +44,27 @@ def attention_json(weights: np.ndarray, centres: Optional[np.ndarray], src_piece
 class TorchEngine:
     """A checkpoint decoded with ``nmt.translate`` (the same search as the command line)."""
 
-    def __init__(self, path: str, device: str = "auto"):
+    def __init__(self, path: str, device: str = "auto", precision: str = "fp32"):
         from nmt.data.normalize import src_normalizer
         from nmt.decode import load_models
-        from nmt.device import pick_device, set_threads
+        from nmt.device import pick_device, set_threads, warn_slow_bf16
 
         set_threads(0)
-        self.device = pick_device(device)
+        self.device, self.precision = pick_device(device), precision
+        warn_slow_bf16(self.device, precision)
         models, self.tok, self.cfg = load_models([path], self.device)
         self.model = models[0]
         self.normalize = src_normalizer(self.cfg.data)
         a = self.cfg.model.attention
         self.info = {"name": str(path), "backend": "torch", "src_lang": self.cfg.data.src_lang,
-                     "tgt_lang": self.cfg.data.tgt_lang,
+                     "tgt_lang": self.cfg.data.tgt_lang, "precision": precision,
                      "attention": {"score": a.score, "mode": a.mode, "window": a.window}}
 
     def translate(self, texts: Sequence[str], beam: int, n_best: int, attention: bool) -> list[dict]:
         from nmt.decode import align, translate_nbest
 
         nbests = translate_nbest(self.model, self.tok, self.normalize, texts, beam=beam, n_best=n_best,
-                                 device=self.device)
+                                 device=self.device, precision=self.precision)
         out = []
         for text, nbest in zip(texts, nbests):
             att = None

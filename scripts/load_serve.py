@@ -113,7 +113,7 @@ def run_load(url: str, sentences: list[str], clients: int, beam: int, requests: 
             "malformed_4xx": sum(400 <= s < 500 for s in bad_status)}
 
 
-def compare(run: str, sentences: list[str], beam: int) -> float:
+def compare(run: str, sentences: list[str], beam: int, precision: str = "fp32") -> float:
     """Sentences/s of ``nmt.translate``'s batched search on the same sentences, in this process."""
     import torch
 
@@ -124,7 +124,7 @@ def compare(run: str, sentences: list[str], beam: int) -> float:
     set_threads(0)
     models, tok, cfg = load_models([run], torch.device("cpu"))
     start = time.monotonic()
-    translate_nbest(models, tok, src_normalizer(cfg.data), sentences, beam=beam)
+    translate_nbest(models, tok, src_normalizer(cfg.data), sentences, beam=beam, precision=precision)
     return len(sentences) / (time.monotonic() - start)
 
 
@@ -139,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--malformed", type=int, default=0, help="bad requests mixed in")
     p.add_argument("--no-keep-alive", action="store_true", help="a new connection per request (default: one per client)")
     p.add_argument("--compare", metavar="RUN", help="also time nmt.translate on the sentences sent")
+    p.add_argument("--compare-precision", choices=("fp32", "bf16"), default="fp32",
+                   help="the precision of that nmt.translate run (match the server's --precision)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     host = urlsplit(args.url).hostname
@@ -150,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     report = run_load(args.url.rstrip("/"), sentences, args.clients, args.beam, args.requests, args.seconds,
                       args.malformed, keep_alive=not args.no_keep_alive)
     if args.compare:
-        sps = compare(args.compare, sentences[: report["sentences"]], args.beam)
-        report.update(translate_sentences_per_s=round(sps, 2), ratio=round(report["sentences_per_s"] / sps, 3))
+        sps = compare(args.compare, sentences[: report["sentences"]], args.beam, args.compare_precision)
+        report.update(translate_sentences_per_s=round(sps, 2), translate_precision=args.compare_precision,
+                      ratio=round(report["sentences_per_s"] / sps, 3))
     if args.json:
         print(json.dumps(report))
     else:

@@ -112,6 +112,18 @@ def test_models_health_page_and_unknown_routes(server, http, trained_run):
     assert http.get(server + "/translate")[0] == 405
 
 
+def test_bf16_engine_answers_like_fp32(trained_run, reference):
+    """``--precision bf16``: the same search under bf16 autocast; scores stay close, /models says so."""
+    from nmt.serve_engines import TorchEngine
+
+    engine = TorchEngine(str(trained_run), "cpu", "bf16")
+    assert engine.info["precision"] == "bf16"
+    rows = engine.translate(SENTENCES, beam=2, n_best=1, attention=True)
+    assert [r["src"] for r in rows] == SENTENCES and rows[3]["tgt"] == ""
+    assert [r["score"] for r in rows] == pytest.approx([s for _, s in reference[0]], abs=0.5)  # bf16 rounding
+    assert all(len(r["attention"]["weights"]) == len(r["attention"]["tgt_pieces"]) for r in rows)
+
+
 # --------------------------------------------------------------------------- the batcher alone
 def _run(coro):
     return asyncio.run(coro)
@@ -186,3 +198,5 @@ def test_cli_errors_are_one_line(run_cli, tmp_path):
     assert proc.returncode == 1 and "nmt.serve: error:" in proc.stderr and "Traceback" not in proc.stderr
     proc = run_cli("nmt.serve")
     assert proc.returncode == 2 and "give at least one model" in proc.stderr
+    proc = run_cli("nmt.serve", tmp_path / "missing.pt", "--precision", "fp16")
+    assert proc.returncode == 2 and "invalid choice: 'fp16'" in proc.stderr
