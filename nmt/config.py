@@ -24,9 +24,8 @@ class DataConfig:
     config: Optional[str] = None  # hub: dataset config, e.g. "zh-en"
     revision: Optional[str] = None  # hub: a branch or commit, e.g. "refs/convert/parquet"
     data_dir: Optional[str] = None  # hub: a folder inside the dataset repository
-    splits: dict[str, str] = field(
-        default_factory=lambda: {"train": "train", "dev": "validation", "test": "test"}
-    )  # hub: our split name -> the dataset's split name
+    # hub: our split name -> the dataset's split name
+    splits: dict[str, str] = field(default_factory=lambda: {"train": "train", "dev": "validation", "test": "test"})
     dev_size: int = 250  # hsk, hub with holdout: held-out pairs per split (seeded by data.seed)
     test_size: int = 250
     seed: int = 1234
@@ -139,17 +138,18 @@ def register() -> None:
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
 
 
-def check_choice(key: str, value: Any, choices: tuple) -> None:
-    if value not in choices:
-        raise ConfigError(f"{key}={value!r} is not valid; choose one of {', '.join(choices)}")
+def check_choices(section: str, obj: Any, **choices: tuple) -> None:
+    """Each keyword is a key of ``obj`` (the config ``section``) and the values it may take."""
+    for key, allowed in choices.items():
+        if (value := getattr(obj, key)) not in allowed:
+            raise ConfigError(f"{section}.{key}={value!r} is not valid; choose one of {', '.join(allowed)}")
 
 
-def check_positive(section: str, obj: Any, keys: tuple[str, ...], allow_zero: bool = False) -> None:
-    """Each of ``keys`` of ``obj`` (the config ``section``) is > 0, or >= 0 with ``allow_zero``."""
-    for key in keys:
-        value = getattr(obj, key)
-        if value < 0 or (value == 0 and not allow_zero):
-            raise ConfigError(f"{section}.{key}={value!r} must be {'>= 0' if allow_zero else '> 0'}")
+def check_positive(section: str, obj: Any, positive: tuple[str, ...], non_negative: tuple[str, ...] = ()) -> None:
+    """Each of the ``positive`` keys of ``obj`` (the config ``section``) is > 0, each ``non_negative`` one >= 0."""
+    for key in positive + non_negative:
+        if (value := getattr(obj, key)) < 0 or (value == 0 and key in positive):
+            raise ConfigError(f"{section}.{key}={value!r} must be {'> 0' if key in positive else '>= 0'}")
 
 
 def unknown_keys(cfg: DictConfig, schema: DictConfig, prefix: str = "") -> list[str]:
@@ -168,30 +168,28 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     if isinstance(cfg, DictConfig) and (unknown := unknown_keys(cfg, OmegaConf.structured(TrainConfig))):
         raise ConfigError(f"{', '.join(unknown)}: no such setting (check the spelling; see nmt/config.py)")
     _validate_data(cfg.data)
-    check_choice("tokenizer.model_type", cfg.tokenizer.model_type, ("unigram", "bpe", "char", "word"))
+    check_choices("tokenizer", cfg.tokenizer, model_type=("unigram", "bpe", "char", "word"))
     check_positive("tokenizer", cfg.tokenizer, ("src_vocab_size", "tgt_vocab_size"))
     validate_model(cfg.model)
     _validate_trainer(cfg.trainer)
 
 
 def _validate_data(d: DataConfig) -> None:
-    check_choice("data.source", d.source, ("tatoeba", "hsk", "files", "hub"))
+    check_choices("data", d, source=("tatoeba", "hsk", "files", "hub"), format=("text", "tsv"))
     if d.source == "files" and not d.dir:
         raise ConfigError("data.source=files needs data.dir=/path/to/folder")
     if d.source == "hub" and not d.name:
         raise ConfigError("data.source=hub needs data.name (a hub dataset or a local path)")
     if d.opencc is not None:
-        check_choice("data.opencc", d.opencc, ("t2s", "tw2s", "hk2s", "s2t"))
-    check_choice("data.format", d.format, ("text", "tsv"))
+        check_choices("data", d, opencc=("t2s", "tw2s", "hk2s", "s2t"))
     if d.tsv_columns is not None and sorted(d.tsv_columns) != sorted([d.src_lang, d.tgt_lang]):
         raise ConfigError(f"data.tsv_columns={list(d.tsv_columns)} must name {d.src_lang} and {d.tgt_lang} once each")
-    check_positive("data", d, ("max_chars", "max_tokens"))
-    check_positive("data", d, ("max_ratio", "num_proc", "dev_size", "test_size"), allow_zero=True)
+    check_positive("data", d, ("max_chars", "max_tokens"), ("max_ratio", "num_proc", "dev_size", "test_size"))
 
 
 def validate_model(m: ModelConfig) -> None:
     """The model's settings (also checked by ``build_model``, for models built without a run config)."""
-    check_choice("model.rnn_type", m.rnn_type, ("lstm", "gru"))
+    check_choices("model", m, rnn_type=("lstm", "gru"))
     check_positive("model", m, ("emb_size", "hidden_size", "encoder_layers", "decoder_layers", "init_range"))
     if m.bidirectional and m.hidden_size % 2:
         raise ConfigError(f"model.hidden_size={m.hidden_size} must be even with model.bidirectional=true "
@@ -199,8 +197,7 @@ def validate_model(m: ModelConfig) -> None:
     if not 0 <= m.dropout < 1:
         raise ConfigError(f"model.dropout={m.dropout} must be in [0, 1)")
     a = m.attention
-    check_choice("model.attention.score", a.score, SCORES)
-    check_choice("model.attention.mode", a.mode, MODES)
+    check_choices("model.attention", a, score=SCORES, mode=MODES)
     check_positive("model.attention", a, ("heads",) + (("window",) if a.mode != "global" else ())
                    + (("max_len",) if a.score == "location" else ()))
     if a.heads > 1 and a.score != "scaled_dot":
@@ -211,20 +208,19 @@ def validate_model(m: ModelConfig) -> None:
 
 
 def _validate_trainer(tr: TrainerConfig) -> None:
-    check_choice("trainer.precision", tr.precision, ("auto", "fp32", "bf16", "fp16", "bf16_output"))
     dev = str(tr.device)
     if dev not in ("auto", "cpu", "cuda", "mps") and not dev.startswith("cuda:"):
         raise ConfigError(f"trainer.device={dev!r} is not valid; choose auto, cpu, cuda, cuda:N or mps")
-    check_choice("trainer.optimizer", tr.optimizer, ("adam", "adamw", "sgd"))
-    check_choice("trainer.schedule", tr.schedule, ("constant", "halving", "plateau", "inverse_sqrt", "linear", "cosine"))
-    check_choice("trainer.early_stopping_metric", tr.early_stopping_metric, ("bleu", "loss"))
+    check_choices("trainer", tr, precision=("auto", "fp32", "bf16", "fp16", "bf16_output"), optimizer=("adam", "adamw", "sgd"),
+                  schedule=("constant", "halving", "plateau", "inverse_sqrt", "linear", "cosine"),
+                  early_stopping_metric=("bleu", "loss"))
     if not 0 < tr.decay_factor <= 1:
         raise ConfigError(f"trainer.decay_factor={tr.decay_factor} must be in (0, 1]")
     check_positive("trainer", tr, ("batch_tokens", "lr", "log_every", "valid_every", "valid_beam", "accum_steps",
-                                   "keep_best", "plateau_patience", "max_nonfinite"))
-    check_positive("trainer", tr, ("max_steps", "max_epochs", "max_minutes", "clip_norm", "test_beam", "threads",
-                                   "keep_last", "save_every", "warmup_steps", "batch_sentences", "attention_images",
-                                   "weight_decay", "early_stopping_patience", "halve_after_epoch"), allow_zero=True)
+                                   "keep_best", "plateau_patience", "max_nonfinite"),
+                   ("max_steps", "max_epochs", "max_minutes", "clip_norm", "test_beam", "threads", "keep_last", "save_every",
+                    "warmup_steps", "batch_sentences", "attention_images", "weight_decay", "early_stopping_patience",
+                    "halve_after_epoch"))
     if not (tr.max_steps or tr.max_epochs or tr.max_minutes):  # a run must be able to stop
         raise ConfigError("set at least one of trainer.max_steps, trainer.max_epochs, trainer.max_minutes (all are 0)")
     if not 0 <= tr.label_smoothing < 1:
