@@ -63,11 +63,9 @@ class Tokenizer:
     def save(self, folder: Path) -> None:
         """Write the model files into a run directory (for inspection and reuse)."""
         folder.mkdir(parents=True, exist_ok=True)
-        if self.src_model == self.tgt_model:
-            (folder / "spm.joint.model").write_bytes(self.src_model)
-        else:
-            (folder / "spm.src.model").write_bytes(self.src_model)
-            (folder / "spm.tgt.model").write_bytes(self.tgt_model)
+        sides = {"joint": self.src_model} if self.src_model == self.tgt_model else {"src": self.src_model, "tgt": self.tgt_model}
+        for side, model in sides.items():
+            (folder / f"spm.{side}.model").write_bytes(model)
 
 
 def _train_spm(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, seed: int) -> bytes:
@@ -93,8 +91,7 @@ def _cached(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, cache: 
     settings.update(vocab_size=vocab_size, seed=seed, version=spm.__version__)
     h.update(json.dumps(settings, sort_keys=True).encode())
     for t in texts:
-        h.update(t.encode("utf-8"))
-        h.update(b"\n")
+        h.update(f"{t}\n".encode())
     path = cache / f"{h.hexdigest()[:24]}.model"
     if path.exists():
         log.info("sentencepiece: reusing cached %s", path)
