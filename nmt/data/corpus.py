@@ -20,6 +20,8 @@ LOADERS = {"tatoeba": load_tatoeba, "hsk": load_hsk, "files": load_files, "hub":
 
 def load_raw(cfg: DataConfig) -> datasets.DatasetDict:
     """The corpus as read, before cleaning: ``src``/``tgt`` text columns per split."""
+    if cfg.source in ("tatoeba", "hsk") and sorted((cfg.src_lang, cfg.tgt_lang)) != ["en", "zh"]:  # the packaged corpora
+        raise DataError(f"the {cfg.source} corpus is zh-en; data.src_lang/tgt_lang={cfg.src_lang}/{cfg.tgt_lang}")
     return LOADERS[cfg.source](cfg)
 
 
@@ -38,7 +40,7 @@ def clean_splits(raw: datasets.DatasetDict, cfg: DataConfig, need: Iterable[str]
     return out
 
 
-def load_corpus(cfg: DataConfig, need: Iterable[str] = ("train", "dev"), report: Optional[dict] = None,
+def load_corpus(cfg: DataConfig, need: Iterable[str] = ("train", "dev"),
                 splits: Optional[Iterable[str]] = None) -> datasets.DatasetDict:
-    """Load and clean (``clean_splits``): only ``splits`` if given, the counts into ``report`` if given."""
-    return clean_splits(load_raw(cfg), cfg, need, report, splits)
+    """Load and clean (``clean_splits``): only ``splits`` if given."""
+    return clean_splits(load_raw(cfg), cfg, need, splits=splits)
