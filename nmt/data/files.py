@@ -17,13 +17,9 @@ from nmt.data.text import SPLITS, DataError, check_parallel, count_lines, iter_l
 
 def _pairs_from_files(src: str, tgt: str, tsv: str, swap: bool) -> Iterator[dict]:
     """Rows for ``Dataset.from_generator``; the files were checked before."""
-    if tsv:
-        for line in iter_lines(Path(tsv)):
-            a, b = line.split("\t")
-            yield {"src": b, "tgt": a} if swap else {"src": a, "tgt": b}
-    else:
-        for s, t in zip(iter_lines(Path(src)), iter_lines(Path(tgt))):
-            yield {"src": s, "tgt": t}
+    pairs = (line.split("\t") for line in iter_lines(Path(tsv))) if tsv else zip(iter_lines(Path(src)), iter_lines(Path(tgt)))
+    for a, b in pairs:
+        yield {"src": b, "tgt": a} if swap else {"src": a, "tgt": b}
 
 
 def _stream_dataset(src: Optional[Path], tgt: Optional[Path], tsv: Optional[Path], check: Callable[[], object],
@@ -53,21 +49,16 @@ def load_files(cfg: DataConfig) -> datasets.DatasetDict:
     if not folder.is_dir():
         raise DataError(f"data.dir={folder} is not a folder")
     out = {}
+    swap = (cfg.tsv_columns or [cfg.src_lang])[0] != cfg.src_lang
     for split in SPLITS:
-        if cfg.format == "tsv":
-            path = folder / f"{split}.tsv"
-            if not path.exists():
-                continue
-            swap = (cfg.tsv_columns or [cfg.src_lang])[0] != cfg.src_lang
-            out[split] = _stream_dataset(None, None, path, lambda p=path: count_lines(p, fields=2), swap=swap)
-            continue
-        src_path, tgt_path = folder / f"{split}.{cfg.src_lang}", folder / f"{split}.{cfg.tgt_lang}"
-        if not src_path.exists() and not tgt_path.exists():
-            continue
-        for p, other in ((src_path, tgt_path), (tgt_path, src_path)):
-            if not p.exists():
-                raise DataError(f"{other} exists but {p} is missing")
-        out[split] = _stream_dataset(src_path, tgt_path, None, lambda a=src_path, b=tgt_path: check_parallel(a, b))
+        tsv, src, tgt = (folder / f"{split}.{ext}" for ext in ("tsv", cfg.src_lang, cfg.tgt_lang))
+        if cfg.format == "tsv" and tsv.exists():
+            out[split] = _stream_dataset(None, None, tsv, lambda p=tsv: count_lines(p, fields=2), swap=swap)
+        elif cfg.format == "text" and (src.exists() or tgt.exists()):
+            for p, other in ((src, tgt), (tgt, src)):
+                if not p.exists():
+                    raise DataError(f"{other} exists but {p} is missing")
+            out[split] = _stream_dataset(src, tgt, None, lambda a=src, b=tgt: check_parallel(a, b))
     if not out:
         names = "{train,dev,test}.tsv" if cfg.format == "tsv" else f"{{train,dev,test}}.{{{cfg.src_lang},{cfg.tgt_lang}}}"
         raise DataError(f"{folder} has no {names} files")

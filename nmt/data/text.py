@@ -25,10 +25,8 @@ def iter_lines(path: Path) -> Iterator[str]:
         raise DataError(f"cannot read {path}: {e.strerror}") from None
     with f:
         for n, raw in enumerate(f, 1):
-            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
             try:
-                yield raw.decode("utf-8").rstrip("\n").rstrip("\r")
+                yield raw.decode("utf-8-sig" if n == 1 else "utf-8").rstrip("\n").rstrip("\r")
             except UnicodeDecodeError as e:
                 raise DataError(f"{path}:{n}: invalid UTF-8 (byte {e.start} of the line)") from None
 
@@ -58,9 +56,5 @@ def read_parallel(src_path: Path, tgt_path: Path) -> list[tuple[str, str]]:
 
 
 def check_parallel(src_path: Path, tgt_path: Path) -> None:
-    counts = [count_lines(p) for p in (src_path, tgt_path)]
-    if counts[0] != counts[1]:
-        raise DataError(
-            f"{src_path} has {counts[0]} lines but {tgt_path} has {counts[1]}: "
-            f"they diverge at line {min(counts) + 1}"
-        )
+    if (n := count_lines(src_path)) != (m := count_lines(tgt_path)):
+        raise DataError(f"{src_path} has {n} lines but {tgt_path} has {m}: they diverge at line {min(n, m) + 1}")
