@@ -68,14 +68,11 @@ def load_hub(cfg: DataConfig) -> datasets.DatasetDict:
             raise DataError(f"dataset {name!r} split {theirs!r} has no 'translation' column: {ds.column_names}")
         langs = [k for k, v in (ds[0]["translation"] if len(ds) else {}).items() if v is not None]
         if cfg.src_lang not in langs or cfg.tgt_lang not in langs:
-            raise DataError(
-                f"dataset {name!r} (config {cfg.config!r}) split {theirs!r} has languages {sorted(langs)}, "
-                f"not {cfg.src_lang}-{cfg.tgt_lang}"
-            )
-        out[ours] = map_cached(
-            ds, _flatten_translation, f"{ours}: reading {cfg.src_lang}-{cfg.tgt_lang} pairs", batch_size=10_000,
-            remove_columns=ds.column_names, fn_kwargs={"src": cfg.src_lang, "tgt": cfg.tgt_lang},
-        )
+            raise DataError(f"dataset {name!r} (config {cfg.config!r}) split {theirs!r} has languages {sorted(langs)}, "
+                            f"not {cfg.src_lang}-{cfg.tgt_lang}")
+        out[ours] = map_cached(ds, _flatten_translation, f"{ours}: reading {cfg.src_lang}-{cfg.tgt_lang} pairs",
+                               batch_size=10_000, remove_columns=ds.column_names,
+                               fn_kwargs={"src": cfg.src_lang, "tgt": cfg.tgt_lang})
     if cfg.holdout and "train" in out:
         out = _holdout(out, cfg)
     if not out:

@@ -1,8 +1,7 @@
 """The training corpus, cleaned, tokenized and encoded once, then reused from a disk cache.
 
 The result goes to ``$NMT_CACHE/data/<key>``, the key hashing the corpus identity (the datasets'
-fingerprints) and every setting that changes the output; a later run opens it memory-mapped.
-"""
+fingerprints) and every setting that changes the output; a later run opens it memory-mapped."""
 
 from __future__ import annotations
 
@@ -33,10 +32,9 @@ from nmt.tokenizer import Tokenizer, load_or_train
 log = logging.getLogger(__name__)
 
 PIPELINE = 2  # bump when the prepared output changes for the same settings
-FEATURES = datasets.Features({
-    "src_ids": datasets.Sequence(datasets.Value("int32")), "tgt_ids": datasets.Sequence(datasets.Value("int32")),
-    "src_len": datasets.Value("int32"), "tgt_len": datasets.Value("int32"),
-})
+FEATURES = datasets.Features({"src_ids": datasets.Sequence(datasets.Value("int32")),
+                              "tgt_ids": datasets.Sequence(datasets.Value("int32")),
+                              "src_len": datasets.Value("int32"), "tgt_len": datasets.Value("int32")})
 
 
 @dataclass
@@ -50,12 +48,11 @@ class Prepared:
 
 
 def _settings(data: DataConfig, tok: TokenizerConfig, seed: int, tokenizer: Optional[Tokenizer]) -> dict:
-    """Everything that changes the prepared output (not where it is cached or how many processes)."""
+    """Everything that changes the prepared output (not where it is cached or how many processes); ``tokenizer``:
+    resuming with the checkpoint's sentencepiece models, not new ones."""
     d = {k: v for k, v in _plain(data).items() if k not in ("num_proc", "cache")}
     t = {k: v for k, v in _plain(tok).items() if k != "cache_dir"}
-    fixed = None
-    if tokenizer is not None:  # resuming: the checkpoint's sentencepiece models, not new ones
-        fixed = hashlib.sha256(tokenizer.src_model + tokenizer.tgt_model).hexdigest()
+    fixed = hashlib.sha256(tokenizer.src_model + tokenizer.tgt_model).hexdigest() if tokenizer is not None else None
     return {"data": d, "tokenizer": t, "seed": seed, "fixed_tokenizer": fixed, "pipeline": PIPELINE,
             "sentencepiece": spm.__version__, "datasets": datasets.__version__}
 
@@ -90,12 +87,9 @@ def prepare(data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer
     if tokenizer is None:
         tokenizer = _train_tokenizer(train, tok_cfg, seed)
     log.info("vocabulary: %d source / %d target pieces", tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
-    encoded = map_cached(
-        train, _encode_batch, "train: encoding", num_workers(data, len(train)), key=json.dumps(settings, sort_keys=True),
-        batch_size=5000,
-        fn_kwargs={"src_model": tokenizer.src_model, "tgt_model": tokenizer.tgt_model},
-        remove_columns=train.column_names, features=FEATURES,
-    )
+    encoded = map_cached(train, _encode_batch, "train: encoding", num_workers(data, len(train)), batch_size=5000,
+                         key=json.dumps(settings, sort_keys=True), remove_columns=train.column_names, features=FEATURES,
+                         fn_kwargs={"src_model": tokenizer.src_model, "tgt_model": tokenizer.tgt_model})
     lens = [encoded.data.column(c).to_numpy() for c in ("src_len", "tgt_len")]
     keep = np.flatnonzero((lens[0] <= data.max_tokens) & (lens[1] <= data.max_tokens))
     report["train"].update(too_many_pieces=int(len(encoded) - len(keep)), kept=int(len(keep)))
@@ -112,14 +106,10 @@ def prepare(data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer
 
 def _train_tokenizer(train: datasets.Dataset, cfg: TokenizerConfig, seed: int) -> Tokenizer:
     """Sentencepiece on at most ``input_sentence_size`` pairs drawn at random (seeded), so memory is bounded."""
-    n = len(train)
-    if n > cfg.input_sentence_size:
-        rows = np.sort(np.random.default_rng(seed).choice(n, cfg.input_sentence_size, replace=False))
-        sample = train.select(rows)
-        log.info("sentencepiece: training on a random sample of %d of %d pairs", len(rows), n)
-    else:
-        sample = train
-    return load_or_train(cfg, sample["src"], sample["tgt"], seed=seed)
+    if (n := len(train)) > cfg.input_sentence_size:
+        train = train.select(np.sort(np.random.default_rng(seed).choice(n, cfg.input_sentence_size, replace=False)))
+        log.info("sentencepiece: training on a random sample of %d of %d pairs", len(train), n)
+    return load_or_train(cfg, train["src"], train["tgt"], seed=seed)
 
 
 @lru_cache(maxsize=2)
@@ -128,8 +118,7 @@ def _processor(model: bytes) -> spm.SentencePieceProcessor:
 
 
 def _encode_batch(batch: dict, src_model: bytes, tgt_model: bytes) -> dict:
-    src = _processor(src_model).encode(batch["src"])
-    tgt = _processor(tgt_model).encode(batch["tgt"])
+    src, tgt = _processor(src_model).encode(batch["src"]), _processor(tgt_model).encode(batch["tgt"])
     return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src], "tgt_len": [len(t) for t in tgt]}
 
 
@@ -154,8 +143,7 @@ def _write(folder: Path, train: datasets.Dataset, dev: datasets.Dataset, test: O
 
 def _open(folder: Path) -> Prepared:
     try:
-        train = datasets.load_from_disk(str(folder / "train"))
-        dev = datasets.load_from_disk(str(folder / "dev"))
+        train, dev = (datasets.load_from_disk(str(folder / split)) for split in ("train", "dev"))
         test = datasets.load_from_disk(str(folder / "test")) if (folder / "test").exists() else None
         tok = Tokenizer((folder / "src.model").read_bytes(), (folder / "tgt.model").read_bytes())
         report = json.loads((folder / "report.json").read_text())
