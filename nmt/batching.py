@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import datasets
@@ -31,13 +31,8 @@ class Batch:
     def to(self, device: torch.device) -> Batch:
         """The model's tensors on ``device`` (not ``index``, ``host_lens``); to CUDA through pinned memory, not blocking."""
         cuda = device.type == "cuda"
-
-        def move(name: str, v):
-            if not isinstance(v, torch.Tensor) or name in ("index", "host_lens"):
-                return v
-            return (v.pin_memory() if cuda and not v.is_pinned() else v).to(device, non_blocking=cuda)
-
-        return Batch(**{f.name: move(f.name, getattr(self, f.name)) for f in fields(self)})
+        return replace(self, **{name: (v.pin_memory() if cuda and not v.is_pinned() else v).to(device, non_blocking=cuda)
+                                for name in ("src", "src_lens", "tgt_in", "tgt_out") if (v := getattr(self, name)) is not None})
 
 
 def pad(seqs: Sequence[Sequence[int]], prefix: Sequence[int] = (), suffix: Sequence[int] = ()) -> torch.Tensor:
@@ -50,16 +45,9 @@ def pad(seqs: Sequence[Sequence[int]], prefix: Sequence[int] = (), suffix: Seque
 def make_batch(src: Sequence[Sequence[int]], tgt: Optional[Sequence[Sequence[int]]], index: Sequence[int]) -> Batch:
     # an empty source still needs one position to attend to: it becomes a single EOS
     src = [s if len(s) else [EOS] for s in src]
-    b = Batch(
-        src=pad(src),
-        src_lens=torch.tensor([len(s) for s in src], dtype=torch.long),
-        index=torch.tensor(list(index), dtype=torch.long),
-    )
-    b.host_lens = b.src_lens.clone()
-    if tgt is not None:
-        b.tgt_in = pad(tgt, prefix=[BOS])
-        b.tgt_out = pad(tgt, suffix=[EOS])
-    return b
+    lens = torch.tensor([len(s) for s in src], dtype=torch.long)
+    tgt_in, tgt_out = (pad(tgt, prefix=[BOS]), pad(tgt, suffix=[EOS])) if tgt is not None else (None, None)
+    return Batch(pad(src), lens, tgt_in, tgt_out, index=torch.tensor(list(index), dtype=torch.long), host_lens=lens.clone())
 
 
 class Pairs:

@@ -13,19 +13,13 @@ from nmt.config import ConfigError
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    """CUDA if present, else MPS, else CPU; an explicit name must be available. Picking CUDA
-    also sets its fast defaults (``cuda_defaults``)."""
+    """CUDA if present, else MPS, else CPU; an explicit name must be available; CUDA gets ``cuda_defaults``."""
     if name == "auto":
-        if torch.cuda.is_available():
-            cuda_defaults()
-            return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
+        name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
     dev = torch.device(name)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r} was asked for but CUDA is not available")
     if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {name!r} was asked for but CUDA is not available")
         cuda_defaults()
     return dev
 

@@ -59,9 +59,6 @@ def attention_figure(weights: np.ndarray, src_pieces: Sequence[str], tgt_pieces:
                      centres: Optional[np.ndarray] = None, window: Optional[int] = None, title: str = ""):
     """A heatmap of ``weights`` (tgt_len, src_len); with ``centres`` p_t (tgt_len,) (local modes) also
     p_t as dots and the ``window`` [p_t - D, p_t + D] as two lines."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     from matplotlib import font_manager
     from matplotlib.figure import Figure
 
@@ -72,8 +69,7 @@ def attention_figure(weights: np.ndarray, src_pieces: Sequence[str], tgt_pieces:
     im = ax.imshow(weights, cmap="Greys", vmin=0, vmax=max(float(weights.max()), 1e-6), aspect="auto")
     ax.set_xticks(range(S), list(src_pieces), rotation=90, fontproperties=font)
     ax.set_yticks(range(T), list(tgt_pieces), fontproperties=font)
-    ax.set_xlabel("source")
-    ax.set_ylabel("target")
+    ax.set(xlabel="source", ylabel="target")
     if centres is not None:
         rows = np.arange(T)
         ax.plot(centres, rows, "o", color="tab:red", markersize=4, label="p_t")

@@ -247,10 +247,6 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
             if coverage is not None:
                 coverage = coverage[rows]
         y = token.view(-1)
-    seqs_out = fin_seqs.tolist()
-    scores_out = fin_scores.tolist()
-    nbest = [
-        [(_until_eos(seqs_out[i][k]), scores_out[i][k]) for k in range(n_best) if k == 0 or scores_out[i][k] > -1e30]
-        for i in range(n)
-    ]
+    nbest = [[(_until_eos(seq), s) for k, (seq, s) in enumerate(zip(row_seqs, row_scores)) if k == 0 or s > -1e30]
+             for row_seqs, row_scores in zip(fin_seqs[:, :n_best].tolist(), fin_scores[:, :n_best].tolist())]
     return Hypotheses([h[0][0] for h in nbest], [h[0][1] for h in nbest], nbest)
