@@ -48,10 +48,8 @@ def _reason(s: str, t: str, f: dict) -> int:
         return 3
     if f["max_ratio"] and max(a := length_units(s), b := length_units(t)) > f["max_ratio"] * max(1, min(a, b)):
         return 4
-    if f["script_check"] and any(
-        (is_zh and not CJK.search(x)) or (not is_zh and len(CJK.findall(x)) * 2 > len(x.replace(" ", "")))
-        for x, is_zh in ((s, f["zh"][0]), (t, f["zh"][1]))
-    ):
+    if f["script_check"] and any(not CJK.search(x) if zh else len(CJK.findall(x)) * 2 > len(x.replace(" ", ""))
+                                 for x, zh in zip((s, t), f["zh"])):
         return 5
     return 0
 
@@ -83,9 +81,7 @@ def drop_duplicates(keys, keep, buckets: int = 16) -> int:
 
 
 def _clean_batch(batch: dict, f: dict) -> dict:
-    ns, nt = normalizer(f["src_opencc"]), normalizer(f["tgt_opencc"])
-    src = [ns(x) for x in batch["src"]]
-    tgt = [nt(x) for x in batch["tgt"]]
+    src, tgt = (list(map(normalizer(f[f"{side}_opencc"]), batch[side])) for side in ("src", "tgt"))
     return {"src": src, "tgt": tgt, "reason": [_reason(s, t, f) for s, t in zip(src, tgt)],
             "key": [_pair_key(s, t) for s, t in zip(src, tgt)]}
 

@@ -29,14 +29,12 @@ def clean_splits(raw: datasets.DatasetDict, cfg: DataConfig, need: Iterable[str]
                  splits: Optional[Iterable[str]] = None) -> datasets.DatasetDict:
     """Clean the ``splits`` of ``raw`` (all by default); the ones in ``need`` must be there and keep a pair."""
     need = tuple(need)
-    for split in need:
-        if split not in raw:
-            raise DataError(f"corpus {cfg.dir or cfg.name or cfg.source} has no {split!r} split, which is needed here")
+    if missing := [split for split in need if split not in raw]:
+        raise DataError(f"corpus {cfg.dir or cfg.name or cfg.source} has no {missing[0]!r} split, which is needed here")
     wanted = set(splits) if splits is not None else set(raw)
     out = datasets.DatasetDict({k: clean(v, cfg, k, report) for k, v in raw.items() if k in wanted})
-    for split in need:
-        if len(out[split]) == 0:
-            raise DataError(f"split {split!r} is empty after cleaning")
+    if empty := [split for split in need if len(out[split]) == 0]:
+        raise DataError(f"split {empty[0]!r} is empty after cleaning")
     return out
 
 

@@ -32,11 +32,9 @@ def _stream_dataset(src: Optional[Path], tgt: Optional[Path], tsv: Optional[Path
     marker = cache_root() / "hf" / "checked" / fingerprint
     if not marker.exists():
         check()
-    ds = datasets.Dataset.from_generator(
-        _pairs_from_files, gen_kwargs=kwargs, cache_dir=str(cache_root() / "hf"),
-        features=datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")}),
-        fingerprint=fingerprint,
-    )
+    ds = datasets.Dataset.from_generator(_pairs_from_files, gen_kwargs=kwargs, cache_dir=str(cache_root() / "hf"),
+                                         features=datasets.Features(dict.fromkeys(("src", "tgt"), datasets.Value("string"))),
+                                         fingerprint=fingerprint)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
     return ds

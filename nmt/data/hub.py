@@ -28,9 +28,7 @@ def _load_local_hub(folder: Path, split_names: Iterable[str]) -> datasets.Datase
     known = set(split_names) | {"train", "validation", "test", "dev"}
     files: dict[str, list[str]] = {}
     kinds = set()
-    for f in sorted(folder.rglob("*")):
-        if f.suffix not in LOCAL_FORMATS or not f.is_file():
-            continue
+    for f in sorted(p for p in folder.rglob("*") if p.suffix in LOCAL_FORMATS and p.is_file()):
         tokens = re.split(r"[-_./]", str(f.relative_to(folder).with_suffix("")))
         split = next((t for t in tokens if t in known), re.split(r"[-_.]", f.name, maxsplit=1)[0])
         files.setdefault(split, []).append(str(f))
@@ -49,8 +47,7 @@ def load_hub(cfg: DataConfig) -> datasets.DatasetDict:
     """A hub dataset, or a local copy of one, with a ``translation`` column ({lang: text}); ``data.splits``
     maps our split names to the dataset's, ``data.holdout`` carves missing dev/test sets from train."""
     name = str(cfg.name)
-    local = Path(name).expanduser()
-    if local.is_dir():
+    if (local := Path(name).expanduser()).is_dir():
         raw = _load_local_hub(local, cfg.splits.values())
     else:
         try:
@@ -92,11 +89,8 @@ def _holdout(out: dict, cfg: DataConfig) -> dict:
     train = out["train"]
     if sum(want.values()) >= len(train):
         raise DataError(f"data.dev_size + data.test_size = {sum(want.values())} leaves no training pairs of {len(train)}")
-    order = np.random.default_rng(cfg.seed).permutation(len(train))
-    start = 0
-    for split, n in want.items():
-        out[split] = train.select(np.sort(order[start : start + n]))
-        start += n
-    out["train"] = train.select(np.sort(order[start:]))
+    parts = np.split(np.random.default_rng(cfg.seed).permutation(len(train)), np.cumsum(list(want.values())))
+    for split, rows in zip([*want, "train"], parts):
+        out[split] = train.select(np.sort(rows))
     log.info("held out from train: %s", ", ".join(f"{n} {s}" for s, n in want.items()))
     return out

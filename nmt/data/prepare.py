@@ -90,8 +90,7 @@ def prepare(data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer
     encoded = map_cached(train, _encode_batch, "train: encoding", num_workers(data, len(train)), batch_size=5000,
                          key=json.dumps(settings, sort_keys=True), remove_columns=train.column_names, features=FEATURES,
                          fn_kwargs={"src_model": tokenizer.src_model, "tgt_model": tokenizer.tgt_model})
-    lens = [encoded.data.column(c).to_numpy() for c in ("src_len", "tgt_len")]
-    keep = np.flatnonzero((lens[0] <= data.max_tokens) & (lens[1] <= data.max_tokens))
+    keep = np.flatnonzero(np.maximum(*(encoded.data.column(c).to_numpy() for c in ("src_len", "tgt_len"))) <= data.max_tokens)
     report["train"].update(too_many_pieces=int(len(encoded) - len(keep)), kept=int(len(keep)))
     log.info("train: %d pairs, %d over %d pieces dropped", len(keep), len(encoded) - len(keep), data.max_tokens)
     if len(keep) == 0:

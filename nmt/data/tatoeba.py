@@ -38,7 +38,4 @@ def load_tatoeba(cfg: DataConfig) -> datasets.DatasetDict:
     sentence with either (see ``data/README.md``), read offline from checksummed parquet files."""
     files = _check_packaged(Path(str(cfg.dir)).expanduser() if cfg.dir else PACKAGED)
     raw = datasets.load_dataset("parquet", data_files={k: str(v) for k, v in files.items()}, cache_dir=str(cache_root() / "hf"))
-    return datasets.DatasetDict({
-        split: ds.rename_columns({cfg.src_lang: "src", cfg.tgt_lang: "tgt"}).select_columns(["src", "tgt"])
-        for split, ds in raw.items()
-    })
+    return raw.rename_columns({cfg.src_lang: "src", cfg.tgt_lang: "tgt"}).select_columns(["src", "tgt"])
