@@ -81,9 +81,7 @@ class ModelConfig:
 @dataclass
 class TrainerConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
-    # auto (bf16 on CUDA; on a CPU with bf16 instructions, measured at start-up) | fp32 | bf16 | fp16 |
-    # bf16_output (the output projection W_s and its loss in bf16, the rest fp32); nmt/precision.py
-    precision: str = "auto"
+    precision: str = "auto"  # auto (measured at start-up) | fp32 | bf16 | fp16 | bf16_output (W_s in bf16); nmt/precision.py
     seed: int = 42
     threads: int = 0  # CPU threads; 0 = the cores, shared among torchrun's local processes
     compile: Optional[bool] = None  # torch.compile the decoder step; None = auto: on CUDA only (nmt/compiled_step.py)

@@ -31,14 +31,7 @@ class Tokenizer:
         self.src_model, self.tgt_model = src_model, tgt_model
         self.src = spm.SentencePieceProcessor(model_proto=src_model)
         self.tgt = self.src if tgt_model == src_model else spm.SentencePieceProcessor(model_proto=tgt_model)
-
-    @property
-    def src_vocab_size(self) -> int:
-        return self.src.get_piece_size()
-
-    @property
-    def tgt_vocab_size(self) -> int:
-        return self.tgt.get_piece_size()
+        self.src_vocab_size, self.tgt_vocab_size = self.src.get_piece_size(), self.tgt.get_piece_size()
 
     def encode_src(self, texts: Sequence[str]) -> list[list[int]]:
         return self.src.encode(list(texts))
