@@ -58,9 +58,8 @@ def load_hub(cfg: DataConfig) -> datasets.DatasetDict:
     for ours, theirs in cfg.splits.items():
         if ours not in SPLITS:
             raise DataError(f"data.splits key {ours!r} is not one of {', '.join(SPLITS)}")
-        if theirs not in raw:
+        if (ds := raw.get(theirs)) is None:
             continue
-        ds = raw[theirs]
         if "translation" not in ds.column_names:
             raise DataError(f"dataset {name!r} split {theirs!r} has no 'translation' column: {ds.column_names}")
         langs = [k for k, v in (ds[0]["translation"] if len(ds) else {}).items() if v is not None]
