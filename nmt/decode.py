@@ -3,11 +3,13 @@ with signatures) out; the command-line tools and training's validation all decod
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -15,42 +17,27 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from nmt.batching import inference_batches, make_batch
 from nmt.checkpoint import CheckpointError, load_model
-from nmt.device import autocast
+from nmt.device import PRECISION_HELP, PRECISIONS, autocast, pick_device, set_threads, warn_slow_bf16
 from nmt.model import Seq2Seq
-from nmt.search import Models, beam_search
+from nmt.search import STOPS, Models, beam_search
 from nmt.tokenizer import Tokenizer
 from nmt.vocab import EOS
 
 MAX_SRC_PIECES = 250  # longer inputs are cut: bounds time and memory per line
 
 
-def translate_nbest(
-    models: Models,
-    tok: Tokenizer,
-    normalize: Callable[[str], str],
-    texts: Sequence[str],
-    beam: int = 5,
-    alpha: float = 1.0,
-    batch_tokens: int = 8000,
-    device: torch.device = torch.device("cpu"),
-    n_best: int = 1,
-    batch_sentences: int = 1000,
-    beta: float = 0.0,
-    stop: str = "full",
-    progress: Optional[Callable[[int], None]] = None,
-    precision: str = "fp32",
-) -> list[list[tuple[str, float]]]:
+def translate_nbest(models: Models, tok: Tokenizer, normalize: Callable[[str], str], texts: Sequence[str], beam: int = 5,
+                    alpha: float = 1.0, batch_tokens: int = 8000, device: torch.device = torch.device("cpu"), n_best: int = 1,
+                    batch_sentences: int = 1000, beta: float = 0.0, stop: str = "full",
+                    progress: Optional[Callable[[int], None]] = None, precision: str = "fp32") -> list[list[tuple[str, float]]]:
     """The ``n_best`` translations of each raw source line with their scores, best first, in input order;
     a line empty after normalization gets one empty translation. ``progress(n)`` hears of n lines done.
     ``precision`` bf16 decodes under autocast (scores stay fp32; outputs may differ slightly)."""
-    norm = [normalize(t) for t in texts]
-    ids = [s[:MAX_SRC_PIECES] for s in tok.encode_src(norm)]
+    ids = [s[:MAX_SRC_PIECES] for s in tok.encode_src([normalize(t) for t in texts])]
     out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in texts]
     todo = [i for i, s in enumerate(ids) if s]
     if progress is not None and len(todo) < len(texts):
         progress(len(texts) - len(todo))
-    if not todo:
-        return out
     group = [models] if isinstance(models, Seq2Seq) else list(models)
     was_training = [m.training for m in group]
     for m in group:
@@ -74,9 +61,8 @@ def translate_texts(models: Models, tok: Tokenizer, normalize: Callable[[str], s
     return [h[0][0] for h in translate_nbest(models, tok, normalize, texts, **search)]
 
 
-def align(
-    model: Seq2Seq, tok: Tokenizer, src_text: str, hyp_text: str, device: torch.device = torch.device("cpu")
-) -> tuple[np.ndarray, Optional[np.ndarray], list[str], list[str]]:
+def align(model: Seq2Seq, tok: Tokenizer, src_text: str, hyp_text: str,
+          device: torch.device = torch.device("cpu")) -> tuple[np.ndarray, Optional[np.ndarray], list[str], list[str]]:
     """Attention of ``model`` while it produces ``hyp_text`` from (normalized) ``src_text``:
     weights (tgt pieces + EOS, src pieces), the local centres p_t or None, and the pieces."""
     src_ids = tok.encode_src([src_text])[0][:MAX_SRC_PIECES] or [EOS]
@@ -86,10 +72,8 @@ def align(
     model.eval()
     weights, centres = model.align(batch.src, batch.src_lens, batch.host_lens, batch.tgt_in)
     model.train(was_training)
-    src_pieces = [tok.src.id_to_piece(i) for i in src_ids]
-    tgt_pieces = tok.tgt_pieces(tgt_ids) + ["</s>"]
     c = centres[0].float().cpu().numpy() if centres is not None else None
-    return weights[0].float().cpu().numpy(), c, src_pieces, tgt_pieces
+    return weights[0].float().cpu().numpy(), c, [tok.src.id_to_piece(i) for i in src_ids], tok.tgt_pieces(tgt_ids) + ["</s>"]
 
 
 def hard_alignment(weights: np.ndarray) -> str:
@@ -123,10 +107,9 @@ def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], tgt_lang: str = "e
     for i, r in enumerate(refs):
         if len(r) != len(hyps):
             raise ValueError(f"reference set {i + 1} has {len(r)} lines but there are {len(hyps)} hypotheses")
-    bleu = BLEU(tokenize="zh" if tgt_lang.startswith("zh") else "13a")
-    chrf = CHRF()
-    b = bleu.corpus_score(list(hyps), [list(r) for r in refs])
-    c = chrf.corpus_score(list(hyps), [list(r) for r in refs])
+    bleu, chrf = BLEU(tokenize="zh" if tgt_lang.startswith("zh") else "13a"), CHRF()
+    hyps, refs = list(hyps), [list(r) for r in refs]
+    b, c = bleu.corpus_score(hyps, refs), chrf.corpus_score(hyps, refs)
     return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()))
 
 
@@ -147,3 +130,26 @@ def progress_bar(total: int, desc: str) -> Iterator[Optional[Callable[[int], Non
 
     with tqdm(total=total, unit=" lines", desc=desc, file=sys.stderr, leave=False) as bar:
         yield bar.update
+
+
+def decoding_parser(prog: str, doc: str, stop_help: str) -> argparse.ArgumentParser:
+    """The parser of nmt.translate or nmt.evaluate with the options they share."""
+    p = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
+    p.add_argument("model", help="run directory (uses checkpoints/best.pt) or checkpoint file")
+    p.add_argument("--ensemble", nargs="+", default=[], metavar="CKPT", help="more checkpoints to ensemble with")
+    p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
+    p.add_argument("--alpha", type=float, default=1.0, help="GNMT length penalty α (default 1.0)")
+    p.add_argument("--stop", choices=STOPS, default="full", help=stop_help)
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32", help=PRECISION_HELP)
+    return p
+
+
+def start_decoding(args: argparse.Namespace) -> tuple[list[Seq2Seq], Tokenizer, Any, torch.device]:
+    """A decoding command's start (UTF-8 stdout, logs on stderr, threads, device) and its models, tokenizer, config."""
+    sys.stdout.reconfigure(encoding="utf-8", errors="replace")  # type: ignore[union-attr]
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    set_threads(0)
+    device = pick_device(args.device)
+    warn_slow_bf16(device, args.precision)
+    return (*load_models([args.model, *args.ensemble], device), device)

@@ -9,19 +9,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import logging
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from nmt.checkpoint import CheckpointError
 from nmt.data.corpus import load_corpus
 from nmt.data.normalize import src_normalizer
 from nmt.data.text import DataError, read_lines
-from nmt.decode import evaluate, load_models, progress_bar
-from nmt.device import PRECISION_HELP, PRECISIONS, pick_device, set_threads, warn_slow_bf16
-from nmt.search import STOPS
+from nmt.decode import decoding_parser, evaluate, progress_bar, start_decoding
 
 
 class _AddSet(argparse.Action):
@@ -53,28 +49,19 @@ def _load_set(s: dict, cfg) -> tuple[list[str], list[list[str]]]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nmt.evaluate", description=__doc__.splitlines()[0])
-    p.add_argument("model", help="run directory (uses checkpoints/best.pt) or checkpoint file")
-    p.add_argument("--ensemble", nargs="+", default=[], metavar="CKPT", help="more checkpoints to ensemble with")
+    p = decoding_parser("nmt.evaluate", __doc__,
+                        "when a sentence's beam search ends: exact, full (default) or first (see nmt.translate)")
     p.add_argument("--src", action=_AddSet, help="source file of a set, one sentence per line (repeatable)")
     p.add_argument("--ref", action=_AddSet, help="a reference file of the last --src (repeat for several)")
     p.add_argument("--split", action=_AddSet, help="a split of the training corpus, e.g. test (repeatable)")
-    p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
-    p.add_argument("--alpha", type=float, default=1.0, help="GNMT length penalty α (default 1.0)")
-    p.add_argument("--stop", choices=STOPS, default="full",
-                   help="when a sentence's beam search ends: exact, full (default) or first (see nmt.translate)")
     p.add_argument("--output", "-o", help="write the hypotheses here (one set), or into this folder (several)")
     p.add_argument("--json", action="store_true", help="print JSON (one object per set) instead of a table")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32", help=PRECISION_HELP)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = _parser()
     args = p.parse_args(argv)
-    sys.stdout.reconfigure(encoding="utf-8", errors="replace")  # type: ignore[union-attr]
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     sets = getattr(args, "sets", None) or []
     if args.beam < 1:
         p.error(f"--beam must be >= 1, got {args.beam}")
@@ -85,18 +72,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             p.error(f"--src {s['name']} needs at least one --ref FILE")
     rows = []
     try:
-        set_threads(0)
-        device = pick_device(args.device)
-        warn_slow_bf16(device, args.precision)
-        models, tok, cfg = load_models([args.model, *args.ensemble], device)
+        models, tok, cfg, device = start_decoding(args)
         for s in sets:
             src, refs = _load_set(s, cfg)
             t0 = time.perf_counter()
             with progress_bar(len(src), s["name"]) as update:
-                scores, hyps = evaluate(
-                    models, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam, alpha=args.alpha,
-                    device=device, stop=args.stop, progress=update, precision=args.precision,
-                )
+                scores, hyps = evaluate(models, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam,
+                                        alpha=args.alpha, device=device, stop=args.stop, progress=update,
+                                        precision=args.precision)
             seconds = time.perf_counter() - t0  # decoding and scoring alone: no start-up, loading or reading
             rows.append({"set": s["name"], "sentences": len(src), "references": len(refs), "beam": args.beam,
                          "stop": args.stop, "precision": args.precision, **dataclasses.asdict(scores),
@@ -107,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     out.mkdir(parents=True, exist_ok=True)
                     out = out / (Path(s["name"]).name + ".hyp")
                 out.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
-    except (CheckpointError, DataError, OSError, ValueError) as e:
+    except (OSError, ValueError) as e:  # ValueError: also CheckpointError, ConfigError, DataError
         print(f"nmt.evaluate: error: {e}", file=sys.stderr)
         return 1
     if args.json:

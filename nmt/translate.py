@@ -7,19 +7,15 @@ stdout (or ``--output``), one line out per line in, in order; logs go to stderr.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from nmt.checkpoint import CheckpointError
 from nmt.data.normalize import src_normalizer
-from nmt.data.text import DataError, read_lines
-from nmt.decode import align, hard_alignment, load_models, progress_bar, translate_nbest
-from nmt.device import PRECISION_HELP, PRECISIONS, pick_device, set_threads, warn_slow_bf16
+from nmt.data.text import read_lines
+from nmt.decode import align, decoding_parser, hard_alignment, progress_bar, start_decoding, translate_nbest
 from nmt.plot import PlotError, attention_figure, find_cjk_font, save_png
-from nmt.search import STOPS
 
 
 def _lines(args: argparse.Namespace) -> Iterable[list[str]]:
@@ -42,25 +38,18 @@ def _write(out: TextIO, args: argparse.Namespace, line_no: int, text: str, nbest
     source = f"{text}\t" if args.with_source else ""
     if args.n_best > 1:
         out.writelines(f"{line_no} ||| {source}{hyp} ||| {score:.4f}\n" for hyp, score in nbest)
-    elif args.print_attention:
-        out.write(f"{source}{nbest[0][0]} ||| {hard_alignment(attention[0])}\n")
     else:
-        out.write(f"{source}{nbest[0][0]}\n")
+        alignment = f" ||| {hard_alignment(attention[0])}" if args.print_attention else ""
+        out.write(f"{source}{nbest[0][0]}{alignment}\n")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nmt.translate", description=__doc__.splitlines()[0])
-    p.add_argument("model", help="run directory (uses checkpoints/best.pt) or checkpoint file")
+    p = decoding_parser("nmt.translate", __doc__, "when a sentence's beam search ends: exact (no live hypothesis can win), "
+                        "full (beam hypotheses finished, default) or first (the best candidate finished, as OpenNMT-py)")
     p.add_argument("text", nargs="*", help="sentences to translate (default: --input or stdin)")
-    p.add_argument("--ensemble", nargs="+", default=[], metavar="CKPT", help="more checkpoints to ensemble with")
     p.add_argument("--input", "-i", help="file with one source sentence per line")
     p.add_argument("--output", "-o", help="write translations here instead of stdout")
-    p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
-    p.add_argument("--alpha", type=float, default=1.0, help="GNMT length penalty α (default 1.0)")
     p.add_argument("--beta", type=float, default=0.0, help="GNMT coverage penalty β (default 0: off)")
-    p.add_argument("--stop", choices=STOPS, default="full",
-                   help="when a sentence's beam search ends: exact (no live hypothesis can win), full (beam "
-                        "hypotheses finished, default) or first (the best candidate finished, as OpenNMT-py)")
     p.add_argument("--n-best", type=int, default=1, help="print the K best as 'line ||| translation ||| score'")
     p.add_argument("--batch-size", type=int, default=1000, help="at most this many sentences per batch")
     p.add_argument("--batch-tokens", type=int, default=8000, help="at most this many source tokens × beam per batch")
@@ -68,25 +57,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="append ' ||| i-j ...' (target piece j attends most to source piece i) to each line")
     p.add_argument("--with-source", action="store_true", help="print each translation after its source and a tab")
     p.add_argument("--plot-attention", metavar="DIR", help="write an attention heatmap per sentence into DIR")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32", help=PRECISION_HELP)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = _parser()
     args = p.parse_intermixed_args(argv)  # sentences may follow the options
-    sys.stdout.reconfigure(encoding="utf-8", errors="replace")  # type: ignore[union-attr]
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     if args.beam < 1:
         p.error(f"--beam must be >= 1, got {args.beam}")
     if not 1 <= args.n_best <= args.beam:
         p.error(f"--n-best must be between 1 and --beam ({args.beam}), got {args.n_best}")
     try:
-        set_threads(0)
-        device = pick_device(args.device)
-        warn_slow_bf16(device, args.precision)
-        models, tok, cfg = load_models([args.model, *args.ensemble], device)
+        models, tok, cfg, device = start_decoding(args)
         normalize = src_normalizer(cfg.data)
         if args.plot_attention:
             find_cjk_font()  # fail before translating anything
@@ -96,11 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with out:
             for chunk in _lines(args):
                 with progress_bar(len(chunk), "translating") as update:
-                    results = translate_nbest(
-                        models, tok, normalize, chunk, args.beam, args.alpha, args.batch_tokens, device,
-                        n_best=args.n_best, batch_sentences=args.batch_size, beta=args.beta, stop=args.stop,
-                        progress=update, precision=args.precision,
-                    )
+                    results = translate_nbest(models, tok, normalize, chunk, args.beam, args.alpha, args.batch_tokens, device,
+                                              n_best=args.n_best, batch_sentences=args.batch_size, beta=args.beta,
+                                              stop=args.stop, progress=update, precision=args.precision)
                 for text, nbest in zip(chunk, results):
                     attention = None
                     if args.print_attention or args.plot_attention:  # an empty translation still has its </s> row
@@ -113,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         save_png(fig, Path(args.plot_attention) / f"{line_no:06d}.png")
                     line_no += 1
                 out.flush()
-    except (CheckpointError, DataError, PlotError, OSError, ValueError) as e:
+    except (PlotError, OSError, ValueError) as e:  # ValueError: also CheckpointError, ConfigError, DataError
         print(f"nmt.translate: error: {e}", file=sys.stderr)
         return 1
     return 0
