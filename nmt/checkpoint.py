@@ -61,8 +61,7 @@ def load(path: Union[str, Path], map_location: Union[str, torch.device] = "cpu")
     except Exception as e:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on bad files
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(f"checkpoint {p} is corrupt or truncated ({first})") from None
-    missing = [k for k in REQUIRED if k not in state] if isinstance(state, dict) else list(REQUIRED)
-    if missing:
+    if missing := [k for k in REQUIRED if k not in state] if isinstance(state, dict) else list(REQUIRED):
         raise CheckpointError(f"{p} is not an nmt checkpoint (missing {', '.join(missing)})")
     return state
 

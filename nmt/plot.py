@@ -32,8 +32,7 @@ def _has_glyphs(path: str, text: str = "中文") -> bool:
 @lru_cache(maxsize=1)
 def find_cjk_font() -> str:
     """A font that can draw Chinese: ``$NMT_CJK_FONT``, the ``plot`` extra's, or an installed one; else PlotError."""
-    env = os.environ.get("NMT_CJK_FONT")
-    if env:
+    if env := os.environ.get("NMT_CJK_FONT"):
         if not Path(env).is_file() or not _has_glyphs(env):
             raise PlotError(f"NMT_CJK_FONT={env} is not a font file with Chinese glyphs")
         return env
@@ -49,10 +48,8 @@ def find_cjk_font() -> str:
     for entry in font_manager.fontManager.ttflist:
         if any(h in entry.name.lower() or h in Path(entry.fname).name.lower() for h in _HINTS) and _has_glyphs(entry.fname):
             return entry.fname
-    raise PlotError(
-        "no font with Chinese glyphs found: pip install 'nmt[plot]' (Noto Sans CJK), "
-        "apt-get install fonts-noto-cjk, or set NMT_CJK_FONT=/path/to/font.otf"
-    )
+    raise PlotError("no font with Chinese glyphs found: pip install 'nmt[plot]' (Noto Sans CJK), "
+                    "apt-get install fonts-noto-cjk, or set NMT_CJK_FONT=/path/to/font.otf")
 
 
 def attention_figure(weights: np.ndarray, src_pieces: Sequence[str], tgt_pieces: Sequence[str],

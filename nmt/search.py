@@ -81,9 +81,8 @@ def _force_eos(logp: torch.Tensor, rows: torch.Tensor) -> None:
         logp.masked_fill_(rows.unsqueeze(1), float("-inf"))
         logp[:, EOS].masked_fill_(rows, 0.0)
         return
-    only_eos = torch.full((logp.size(1),), float("-inf"), device=logp.device, dtype=logp.dtype)
-    only_eos[EOS] = 0.0
-    logp[rows] = only_eos
+    logp[rows] = float("-inf")
+    logp[rows, EOS] = 0.0
 
 
 @torch.no_grad()
@@ -230,22 +229,21 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
         rows = (origin + torch.arange(na, device=dev).unsqueeze(1) * K).view(-1)  # (na*K,) parents
         if stopped is not None:
             stopped = done = stopped | done
-        if (t + 1) % every == 0 and bool(done.any()):
+        drop = (t + 1) % every == 0 and bool(done.any())  # done sentences leave at a host sync
+        if drop:
             if bool(done.all()):
                 break
             keep_s = (~done).nonzero().squeeze(1)  # sentences that go on
             act, limit, best_lp = act[keep_s], limit[keep_s], best_lp[keep_s]
             alive, seqs, token = alive[keep_s], seqs[keep_s], token[keep_s]
             rows = rows.view(na, K)[keep_s].view(-1)
-            stepper.select(rows, sources=True)
             if stopped is not None:
                 stopped = stopped[keep_s]
-            if coverage is not None:
-                coverage, src_mask = coverage[rows], src_mask[rows]
-        else:
-            stepper.select(rows)
-            if coverage is not None:
-                coverage = coverage[rows]
+            if src_mask is not None:
+                src_mask = src_mask[rows]
+        stepper.select(rows, sources=drop)
+        if coverage is not None:
+            coverage = coverage[rows]
         y = token.view(-1)
     nbest = [[(_until_eos(seq), s) for k, (seq, s) in enumerate(zip(row_seqs, row_scores)) if k == 0 or s > -1e30]
              for row_seqs, row_scores in zip(fin_seqs[:, :n_best].tolist(), fin_scores[:, :n_best].tolist())]
