@@ -45,10 +45,8 @@ class Decoder(nn.Module):
         super().__init__()
         self.hidden, self.input_feeding = hidden, input_feeding
         self.embed = nn.Embedding(vocab, emb, padding_idx=PAD)
-        self.rnn = RNNS[rnn_type](
-            emb + (hidden if input_feeding else 0), hidden, layers, batch_first=True,
-            dropout=dropout if layers > 1 else 0.0,
-        )
+        self.rnn = RNNS[rnn_type](emb + (hidden if input_feeding else 0), hidden, layers, batch_first=True,
+                                  dropout=dropout if layers > 1 else 0.0)
         self.attention = attention
         self.W_c = nn.Linear(2 * hidden, hidden, bias=False)
         self.dropout = Dropout(dropout)
@@ -91,8 +89,6 @@ class Decoder(nn.Module):
         log-probabilities (batch, vocab), h̃_t (batch, 1, hidden), the state, weights (batch, 1, src_len), p_t or None."""
         w = self.step_weights() if weights is None else weights
         x = self._project_inputs(self.dropout(self.embed(y_prev)), w)  # (batch, gates)
-        if w is not None:
-            state = (state[0].unbind(0), state[1].unbind(0))
         feed, state, a, p = self._step(x, feed, state, src, position, w)
         if w is not None:
             state = (torch.stack(state[0]), torch.stack(state[1]))
@@ -121,8 +117,8 @@ class Decoder(nn.Module):
         return nn.functional.linear(emb, r.weight_ih_l0[:, :E], r.bias_ih_l0 + r.bias_hh_l0)  # (..., 4H)
 
     def _step(self, x: torch.Tensor, feed: torch.Tensor, state, src: Source, position: torch.Tensor, w):
-        """x: (batch, 4H) projected embedding (LSTM) or (batch, emb) embedding; state: the nn.RNN's, or
-        for the written-out LSTM (w given) per-layer sequences ([h_l], [c_l]) of (batch, hidden)."""
+        """x: (batch, 4H) projected embedding (LSTM) or (batch, emb) embedding; state: the nn.RNN's, or for the
+        written-out LSTM (w given) (h, c) indexed by layer: stacked, or per-layer sequences of (batch, hidden)."""
         if w is None:
             x = torch.cat([x.unsqueeze(1), feed], -1) if self.input_feeding else x.unsqueeze(1)
             h, state = self.rnn(x, state)  # (batch, 1, hidden)

@@ -36,13 +36,9 @@ class Encoder(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(vocab, emb, padding_idx=PAD)
         self.dropout = Dropout(dropout)
-        self.dirs = 2 if bidirectional else 1
-        self.layers = layers
-        self.rnn = RNNS[rnn_type](
-            emb, hidden // self.dirs, layers, batch_first=True, bidirectional=bidirectional,
-            dropout=dropout if layers > 1 else 0.0,
-        )
-        self.output_size = hidden
+        self.dirs, self.layers, self.output_size = 2 if bidirectional else 1, layers, hidden
+        self.rnn = RNNS[rnn_type](emb, hidden // self.dirs, layers, batch_first=True, bidirectional=bidirectional,
+                                  dropout=dropout if layers > 1 else 0.0)
 
     def forward(self, src: torch.Tensor, host_lens: HostLens) -> tuple[torch.Tensor, object]:
         """Encode src (batch, src_len), host_lens on the CPU (for packing): memory (batch, src_len, hidden), zeros at
@@ -51,11 +47,8 @@ class Encoder(nn.Module):
         packed = pack_padded_sequence(x, host_lens, batch_first=True, enforce_sorted=False)
         out, final = self.rnn(packed)
         memory, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
-        if isinstance(final, tuple):
-            return memory, tuple(self._merge(s) for s in final)
-        return memory, self._merge(final)
+        return memory, tuple(self._merge(s) for s in final) if isinstance(final, tuple) else self._merge(final)
 
     def _merge(self, s: torch.Tensor) -> torch.Tensor:
-        # (layers * dirs, batch, hidden/dirs) -> (layers, batch, hidden)
-        s = s.view(self.layers, self.dirs, *s.shape[1:])
-        return torch.cat([s[:, d] for d in range(self.dirs)], dim=-1)
+        # (layers * dirs, batch, hidden/dirs) -> (layers, batch, hidden), the directions side by side
+        return s.view(self.layers, self.dirs, *s.shape[1:]).transpose(1, 2).flatten(2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Optional
 
 import torch
@@ -21,11 +22,9 @@ class Seq2Seq(nn.Module):
         self.bf16_output = False  # W_s in bf16 autocast (trainer.precision=bf16_output, nmt/precision.py)
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: HostLens) -> tuple[Source, State]:
-        """Source states, attention keys and mask (once per batch), and the decoder's first state.
-
-        src: (batch, src_len); src_lens: (batch,) on the model's device; host_lens: the same on the
-        CPU, as a tensor or ints (ints pass DistributedDataParallel, which moves every tensor).
-        """
+        """Source states, attention keys and mask (once per batch), and the decoder's first state. src: (batch, src_len);
+        src_lens: (batch,) on the model's device; host_lens: the same on the CPU, as a tensor or ints (ints pass
+        DistributedDataParallel, which moves every tensor)."""
         memory, final = self.encoder(src, host_lens)  # (batch, src_len, hidden)
         mask = torch.arange(src.size(1), device=src.device).unsqueeze(0) < src_lens.unsqueeze(1)
         keys = self.decoder.attention.keys(memory)
@@ -36,32 +35,23 @@ class Seq2Seq(nn.Module):
         return source, self._bridge(final)
 
     def _bridge(self, final: State) -> State:
-        """Encoder final states -> decoder initial states (layer by layer, or the top layer repeated)."""
+        """Encoder final states -> decoder initial states (layer by layer, or the top layer repeated);
+        encoder and decoder share ``model.rnn_type``, so an LSTM's (h, c) pair maps to a pair."""
         layers = self.decoder.rnn.num_layers
 
         def fit(s: torch.Tensor) -> torch.Tensor:  # (enc_layers, batch, hidden) -> (layers, batch, hidden)
-            if s.size(0) == layers:
-                return s.contiguous()
-            return s[-1:].expand(layers, -1, -1).contiguous()
+            return (s if s.size(0) == layers else s[-1:].expand(layers, -1, -1)).contiguous()
 
-        if isinstance(final, tuple):
-            if self.decoder.rnn.mode == "LSTM":
-                return tuple(fit(s) for s in final)  # type: ignore[return-value]
-            return fit(final[0])
-        if self.decoder.rnn.mode == "LSTM":
-            h = fit(final)
-            return (h, torch.zeros_like(h))
-        return fit(final)
+        return tuple(fit(s) for s in final) if isinstance(final, tuple) else fit(final)  # type: ignore[return-value]
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: HostLens, tgt_in: torch.Tensor,
                 keep_attention: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """Teacher-forced logits (batch, tgt_len, vocab) and, if asked, attention weights."""
         source, state = self.encode(src, src_lens, host_lens)
         att, weights, _ = self.decoder(tgt_in, state, source, keep_attention)  # (batch, tgt_len, hidden)
-        if self.bf16_output:  # (enabled=False would switch off an enclosing autocast)
-            with torch.autocast(att.device.type, torch.bfloat16):
-                return self.decoder.out(att), weights
-        return self.decoder.out(att), weights
+        # nullcontext, not autocast(enabled=False): that would switch off an enclosing autocast
+        with torch.autocast(att.device.type, torch.bfloat16) if self.bf16_output else contextlib.nullcontext():
+            return self.decoder.out(att), weights
 
     @torch.no_grad()
     def align(self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: torch.Tensor,
