@@ -36,10 +36,9 @@ from nmt.source_grad import bmm, gather
 class LuongAttention(nn.Module):
     def __init__(self, score: str, mode: str, hidden: int, window: int = 10, heads: int = 1, max_len: int = 256):
         super().__init__()
-        if score not in SCORES:
-            raise ValueError(f"attention score {score!r} is not one of {', '.join(SCORES)}")
-        if mode not in MODES:
-            raise ValueError(f"attention mode {mode!r} is not one of {', '.join(MODES)}")
+        for what, value, choices in (("score", score, SCORES), ("mode", mode, MODES)):
+            if value not in choices:
+                raise ValueError(f"attention {what} {value!r} is not one of {', '.join(choices)}")
         self.score, self.mode, self.window, self.heads, self.max_len = score, mode, window, heads, max_len
         # local modes gather the window once the source is this many windows long; on 2 CPU cores
         # gathering did not pay even at 200 positions (scripts/benchmark_local.py)
@@ -113,10 +112,7 @@ class LuongAttention(nn.Module):
         if self.score == "concat":  # v_aᵀ tanh(W_q h_t + W_k h̄_s)
             k = keys if keys.dim() == 4 else keys.unsqueeze(1)  # (batch, T or 1, S or W, d)
             return self.v_a(torch.tanh(self.W_q(query).unsqueeze(2) + k)).squeeze(-1)
-        if keys.dim() == 4:
-            scores = (query.unsqueeze(2) * keys).sum(-1)  # (batch, T, W)
-        else:
-            scores = bmm(query, keys, transpose=True)  # (batch, T, S)
+        scores = (query.unsqueeze(2) * keys).sum(-1) if keys.dim() == 4 else bmm(query, keys, transpose=True)  # (batch, T, W/S)
         return scores / math.sqrt(query.size(-1)) if self.score == "scaled_dot" else scores
 
     def align(self, scores: torch.Tensor, allowed: torch.Tensor, dist: Optional[torch.Tensor]) -> torch.Tensor:

@@ -30,8 +30,7 @@ class _Tap(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):
         acc = ctx.acc
         if acc.pairs:  # one (B, S, T) × (B, T, H) matmul for all T steps' outer products
-            L = torch.cat([l for l, _ in acc.pairs], 1).to(grad.dtype)  # (B, T, S)
-            R = torch.cat([r for _, r in acc.pairs], 1).to(grad.dtype)  # (B, T, H)
+            L, R = (torch.cat(side, 1).to(grad.dtype) for side in zip(*acc.pairs))  # (B, T, S), (B, T, H)
             grad = torch.baddbmm(grad, L.transpose(1, 2), R)
         if acc.grad is not None:
             grad = grad + acc.grad
@@ -52,13 +51,9 @@ class _DeferredBmm(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         a, x = ctx.saved_tensors
-        xg = x.to(g.dtype)
-        if ctx.transpose:  # out = a xᵀ: da = g x, dx = gᵀ a
-            grad_a = torch.bmm(g, xg)
-            ctx.acc.pairs.append((g, a))
-        else:  # out = a x: da = g xᵀ, dx = aᵀ g
-            grad_a = torch.bmm(g, xg.transpose(1, 2))
-            ctx.acc.pairs.append((a, g))
+        xg = x.to(g.dtype)  # out = a xᵀ: da = g x, dx = gᵀ a; out = a x: da = g xᵀ, dx = aᵀ g
+        grad_a = torch.bmm(g, xg if ctx.transpose else xg.transpose(1, 2))
+        ctx.acc.pairs.append((g, a) if ctx.transpose else (a, g))
         return grad_a.to(a.dtype), None, None, None
 
 
