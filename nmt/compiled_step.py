@@ -19,9 +19,7 @@ log = logging.getLogger("nmt.compiled_step")
 
 def wanted(setting: Optional[bool], device: torch.device, decoder: Decoder) -> bool:
     """trainer.compile as given; null (auto): on CUDA, for an input-feeding decoder."""
-    if setting is None:
-        return device.type == "cuda" and decoder.input_feeding
-    return setting
+    return device.type == "cuda" and decoder.input_feeding if setting is None else setting
 
 
 class CompiledStep:

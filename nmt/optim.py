@@ -38,10 +38,8 @@ class Schedule:
     def __init__(self, cfg: TrainerConfig):
         self.kind, self.base = cfg.schedule, cfg.lr
         self.warmup, self.halve_after, self.factor = cfg.warmup_steps, cfg.halve_after_epoch, cfg.decay_factor
-        self.patience = cfg.plateau_patience
+        self.patience, self.best, self.bad = cfg.plateau_patience, -math.inf, 0  # plateau: best dev BLEU, validations since
         self.scale = 1.0  # plateau: product of the decays so far (1 for the other schedules)
-        self.best = -math.inf
-        self.bad = 0
 
     def lr(self, step: int, epoch: int, progress: float = 0.0) -> float:
         """The rate for update ``step`` (1-based) during ``epoch`` (0-based), ``progress`` (0..1) of the budget used."""
@@ -50,23 +48,16 @@ class Schedule:
             left = 1.0 - min(1.0, max(0.0, progress))
             return self.base * warm * (left if self.kind == "linear" else 0.5 * (1.0 - math.cos(math.pi * left)))
         if self.kind == "inverse_sqrt":
-            if self.warmup and step <= self.warmup:
-                return self.base * warm
-            return self.base * math.sqrt(max(self.warmup, 1) / max(step, 1))
+            return self.base * (warm if self.warmup and step <= self.warmup else math.sqrt(max(self.warmup, 1) / max(step, 1)))
         if self.kind == "halving":
             return self.base * warm * self.factor ** max(0, epoch + 1 - self.halve_after)
         return self.base * warm * self.scale  # scale stays 1 but for plateau
 
     def on_validation(self, bleu: float) -> None:
-        if self.kind != "plateau":
-            return
-        if bleu > self.best:
-            self.best, self.bad = bleu, 0
-        else:
-            self.bad += 1
-            if self.bad >= self.patience:
-                self.scale *= self.factor
-                self.bad = 0
+        if self.kind == "plateau":
+            self.best, self.bad = max(self.best, bleu), 0 if bleu > self.best else self.bad + 1
+            if self.bad >= self.patience:  # plateau_patience >= 1: an improvement never decays
+                self.scale, self.bad = self.scale * self.factor, 0
 
     def state_dict(self) -> dict:
         return {"scale": self.scale, "best": self.best, "bad": self.bad}
