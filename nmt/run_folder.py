@@ -1,5 +1,4 @@
-"""A run's folder and resuming it: the checkpoint to continue from, what it restores, and the files
-written once at the start."""
+"""A run's folder and resuming it: the checkpoint to continue from, what it restores, the files written at the start."""
 
 from __future__ import annotations
 
@@ -35,10 +34,7 @@ def flatten(d: dict, prefix: str = "") -> dict:
     """``{"a": {"b": 1}}`` as ``{"a.b": 1}``."""
     out = {}
     for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
+        out.update(flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
     return out
 
 
@@ -46,15 +42,12 @@ def resume_state(resume: Optional[str], run_dir: Path) -> Optional[dict]:
     """The checkpoint to continue from: a path (file or run dir), or ``auto`` (this run's last.pt)."""
     if not resume:
         return None
-    if resume == "auto":
-        last = run_dir / "checkpoints" / "last.pt"
-        if not last.exists():
-            log.info("trainer.resume=auto: no %s yet, starting a new run", last)
-            return None
-        return checkpoint.load(last)
-    p = Path(resume).expanduser()
+    p = run_dir if resume == "auto" else Path(resume).expanduser()
     if p.is_dir() and (p / "checkpoints" / "last.pt").exists():
         p = p / "checkpoints" / "last.pt"
+    elif resume == "auto":
+        log.info("trainer.resume=auto: no %s yet, starting a new run", p / "checkpoints" / "last.pt")
+        return None
     return checkpoint.load(p)
 
 
@@ -67,12 +60,7 @@ def merge_resumed_config(cfg: DictConfig, state: dict) -> DictConfig:
             continue
         wins = "checkpoint" if key.split(".")[0] in ("model", "tokenizer") else "new config"
         log.info("resume: %s is %r in the checkpoint, %r now: the %s wins", key, old.get(key), new.get(key), wins)
-    merged = cfg.copy()
-    OmegaConf.set_struct(merged, False)
-    merged.model = OmegaConf.merge(cfg.model, state["config"]["model"])
-    merged.tokenizer = OmegaConf.merge(cfg.tokenizer, state["config"]["tokenizer"])
-    OmegaConf.set_struct(merged, True)
-    return merged
+    return OmegaConf.merge(cfg, {k: state["config"][k] for k in ("model", "tokenizer")})  # type: ignore[return-value]
 
 
 def restore(resumed: dict, tr: DictConfig, model: torch.nn.Module, opt: torch.optim.Optimizer, schedule: Schedule,
