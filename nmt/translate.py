@@ -73,9 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.plot_attention:
             find_cjk_font()  # fail before translating anything
             Path(args.plot_attention).mkdir(parents=True, exist_ok=True)
-        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
         line_no = 0
-        with out:
+        with open(args.output, "w", encoding="utf-8") if args.output else sys.stdout as out:
             for chunk in _lines(args):
                 with progress_bar(len(chunk), "translating") as update:
                     results = translate_nbest(models, tok, normalize, chunk, args.beam, args.alpha, args.batch_tokens, device,
