@@ -24,7 +24,7 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
 from nmt import __version__, checkpoint, compiled_step, distributed, precision
-from nmt.batching import Batch, Pairs, epoch_batches, train_batches
+from nmt.batching import Batch, Epoch, Pairs, epoch_batches, train_batches
 from nmt.budget import Budget, StopSignal, fmt_time
 from nmt.checkpoint import CheckpointError
 from nmt.config import ConfigError, register, to_dict, validate
@@ -51,21 +51,19 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
     rank, world_size, device = setup(tr, run_dir)
     main, rng = rank == 0, random.Random(tr.seed)  # rng: batch order
     resumed = resume_state(tr.resume, run_dir)
-    if resumed is not None:
-        cfg = merge_resumed_config(cfg, resumed)
+    cfg = merge_resumed_config(cfg, resumed) if resumed is not None else cfg
     prepared = prepare_data(cfg, resumed, main)
     if resumed is None and (ckpt_dir / "last.pt").exists():
-        raise ConfigError(
-            f"{run_dir} already holds checkpoints: continue it with trainer.resume=auto, or choose another hydra.run.dir"
-        )
-    tok = prepared.tokenizer
+        raise ConfigError(f"{run_dir} already holds checkpoints: continue it with trainer.resume=auto, "
+                          "or choose another hydra.run.dir")
     dev = dev_set(prepared, tr)
-    up = build_updater(cfg, prepared, resumed, rank, world_size, device, run_dir)
+    epoch0 = epoch_batches(prepared.train, tr.batch_tokens, random.Random(0), tr.batch_sentences or 100_000)
+    up = build_updater(cfg, prepared, epoch0, resumed, rank, world_size, device, run_dir)
     if main:
-        write_run_files(run_dir, tok, prepared.report, world_size, device)
-    validator = Validator(cfg, up.model, tok, src_normalizer(cfg.data), dev, device, up.writer, ckpt_dir,
+        write_run_files(run_dir, prepared.tokenizer, prepared.report, world_size, device)
+    validator = Validator(cfg, up.model, prepared.tokenizer, src_normalizer(cfg.data), dev, device, up.writer, ckpt_dir,
                           up.schedule, up.snapshot)
-    budget, start_step = make_budget(prepared.train, tr, world_size), up.state.step
+    budget, start_step = make_budget(len(epoch0), tr, world_size), up.state.step
     stop_reason = run_updates(up, validator, budget, prepared.train, rng, rank, device)
     train_seconds = budget.elapsed()
     if stop_reason and "received" in stop_reason:
@@ -87,9 +85,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         write_hparams(up.writer, to_dict(cfg), metrics)
         up.writer.close()
         (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
-        log.info("done: %d steps in %s | %.0f tgt tok/s | peak memory %.0f MB | best dev BLEU %.2f",
-                 state.step, fmt_time(train_seconds), metrics["train_tgt_tok_per_s"],
-                 metrics["peak_memory_mb"], state.best_bleu)
+        log.info("done: %d steps in %s | %.0f tgt tok/s | peak memory %.0f MB | best dev BLEU %.2f", state.step,
+                 fmt_time(train_seconds), metrics["train_tgt_tok_per_s"], metrics["peak_memory_mb"], state.best_bleu)
     distributed.cleanup()
     return metrics
 
@@ -129,15 +126,14 @@ def dev_set(prepared: Prepared, tr: DictConfig) -> tuple[list[str], list[str], l
     return src, tgt, list(train_batches(tok.encode_src(src), tok.encode_tgt(tgt), tr.batch_tokens, random.Random(0)))
 
 
-def build_updater(cfg: DictConfig, prepared: Prepared, resumed: Optional[dict], rank: int, world_size: int,
+def build_updater(cfg: DictConfig, prepared: Prepared, epoch0: Epoch, resumed: Optional[dict], rank: int, world_size: int,
                   device: torch.device, run_dir: Path) -> Updater:
-    """Model, optimizer, schedule, loss scaler and counters, restored from ``resumed`` if given."""
+    """Model, optimizer, schedule, loss scaler and counters (from ``resumed`` if given); precision auto: timed on ``epoch0``."""
     tr, tok = cfg.trainer, prepared.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device)
     if resumed is not None and tr.precision == "auto":  # a resumed run keeps the precision it measured
         tr.precision = resumed["config"]["trainer"]["precision"]
-    timing = epoch_batches(prepared.train, tr.batch_tokens, random.Random(0), tr.batch_sentences or 100_000)[:8] \
-        if tr.precision == "auto" else []
+    timing = epoch0[:8] if tr.precision == "auto" else []
     tr.precision = distributed.from_rank0(precision.choose(tr, model, device, timing))  # resolved once, for all ranks
     model.bf16_output = tr.precision == "bf16_output"
     n_params = sum(p.numel() for p in model.parameters())
@@ -157,10 +153,9 @@ def build_updater(cfg: DictConfig, prepared: Prepared, resumed: Optional[dict], 
     return Updater(tr, model, ddp, opt, schedule, scaler, state, device, world_size, writer, to_dict(cfg), tok.to_state())
 
 
-def make_budget(train_pairs: Pairs, tr: DictConfig, world_size: int) -> Budget:
-    """The budget of this run, with the epoch length its ETA needs."""
+def make_budget(n_batches: int, tr: DictConfig, world_size: int) -> Budget:
+    """The budget of this run, with the epoch length (``n_batches`` batches) its ETA needs."""
     per_update = world_size * tr.accum_steps  # batches of the epoch list consumed by one update
-    n_batches = len(epoch_batches(train_pairs, tr.batch_tokens, random.Random(0), tr.batch_sentences or 100_000))
     updates_per_epoch = max(1, n_batches // per_update)
     budget = Budget(tr.max_steps, tr.max_epochs, tr.max_minutes, updates_per_epoch)
     log.info("training: %d updates per epoch (%d batch(es) each), budget %s", updates_per_epoch, per_update,
@@ -195,8 +190,7 @@ def run_updates(up: Updater, validator: Validator, budget: Budget, train_pairs: 
                 if stop_reason or distributed.any_true(budget.done(state.step, state.epoch), device):
                     break
             else:
-                state.epoch += 1
-                state.update_in_epoch = 0
+                state.epoch, state.update_in_epoch = state.epoch + 1, 0
     return stop_reason
 
 

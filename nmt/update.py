@@ -31,24 +31,19 @@ class TrainingError(RuntimeError):
 
 
 def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Mean cross-entropy per target token; one output projection over all steps.
-
-    The packing lengths go in as a tuple of ints: DistributedDataParallel(device_ids=[i]) moves
-    every tensor argument to cuda:i, and packing needs them on the CPU.
-    """
+    """Mean cross-entropy per target token; one output projection over all steps. The packing lengths go in as
+    ints: DistributedDataParallel(device_ids=[i]) moves every tensor argument to cuda:i; packing needs them on the CPU."""
     host_lens = tuple(batch.host_lens.tolist())
     logits, _ = model(batch.src, batch.src_lens, host_lens, batch.tgt_in)  # (batch, tgt_len, vocab)
-    return F.cross_entropy(
-        logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=PAD, label_smoothing=label_smoothing
-    )
+    return F.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=PAD,
+                           label_smoothing=label_smoothing)
 
 
 @torch.no_grad()
 def dev_loss(model: Seq2Seq, batches: list[Batch], device: torch.device, precision: str) -> float:
     """Mean cross-entropy per target token over ``batches`` (the model in eval mode)."""
     model.eval()
-    total = torch.zeros((), device=device)
-    tokens = 0
+    total, tokens = torch.zeros((), device=device), 0
     for b in batches:
         n = int((b.tgt_out != PAD).sum())
         with autocast(device, precision):
@@ -97,9 +92,8 @@ class Updater:
 
     def _backward(self, batch: Batch, last: bool) -> None:
         """Loss and gradients of one micro-batch (DDP syncs gradients on the last one only)."""
-        self.window[0] += int(batch.host_lens.sum())
-        n_tgt = int((batch.tgt_out != PAD).sum())
-        self.window[1] += n_tgt
+        n_src, n_tgt = int(batch.host_lens.sum()), int((batch.tgt_out != PAD).sum())
+        self.window = [self.window[0] + n_src, self.window[1] + n_tgt, self.window[2] + 1]
         self.total_tgt_tokens += n_tgt
         sync = self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext()
         with sync, autocast(self.device, self.tr.precision):
@@ -107,7 +101,6 @@ class Updater:
         with sync:
             self.scaler.scale(loss / self.tr.accum_steps).backward()
         self.loss_sum += loss.detach()
-        self.window[2] += 1
 
     def _skip(self) -> None:
         """Drop the gradients of a non-finite update; too many in a row end training."""
@@ -118,10 +111,8 @@ class Updater:
         log.warning("non-finite loss or gradient at step %d: update skipped (%d in a row)",
                     state.step + 1, state.nonfinite_skipped)
         if state.nonfinite_skipped >= tr.max_nonfinite:
-            raise TrainingError(
-                f"{tr.max_nonfinite} non-finite updates in a row at step {state.step}: stopping "
-                "(lower trainer.lr, use trainer.precision=bf16 or fp32, or check the data)"
-            )
+            raise TrainingError(f"{tr.max_nonfinite} non-finite updates in a row at step {state.step}: stopping "
+                                "(lower trainer.lr, use trainer.precision=bf16 or fp32, or check the data)")
 
     def log(self, budget: Budget) -> None:
         """Every ``trainer.log_every`` steps: mean loss, lr and throughput since the last line."""

@@ -75,11 +75,9 @@ class Validator:
         state.bad_validations = 0 if better else state.bad_validations + 1
         self.schedule.on_validation(scores.bleu)
         rotate_checkpoints(self.snapshot(), self.ckpt_dir, step, improved, tr.keep_best, tr.keep_last)
-        log.info(
-            "valid step %d | loss %.3f | ppl %.2f | BLEU %.2f | chrF %.2f%s | %.1fs | e.g. %r",
-            step, loss, record["valid_ppl"], scores.bleu, scores.chrf, " | new best" if improved else "",
-            time.perf_counter() - t0, hyps[0] if hyps else "",
-        )
+        log.info("valid step %d | loss %.3f | ppl %.2f | BLEU %.2f | chrF %.2f%s | %.1fs | e.g. %r", step, loss,
+                 record["valid_ppl"], scores.bleu, scores.chrf, " | new best" if improved else "", time.perf_counter() - t0,
+                 hyps[0] if hyps else "")
         self.attention_images(step, hyps)
         patience = tr.early_stopping_patience
         if patience and state.bad_validations >= patience:
