@@ -92,6 +92,8 @@ def main() -> int:
     p.add_argument("--peer-out", default="~/.cache/nmt-peers/bench")
     p.add_argument("--out", type=Path, default=ROOT / "outputs" / "side_by_side")
     args = p.parse_args()
+    if not (Path(args.peers_dir) / "run.sh").is_file():  # before the budget run, not 20 minutes into the sitting
+        p.error(f"--peers-dir {args.peers_dir}: no run.sh there (the peer harness, ../shared/bench/peers)")
     if args.smoke:
         args.budget_minutes = 1.0
     rows: dict[str, list[dict]] = {"ours": [], **{peer: [] for peer in args.peers}}
