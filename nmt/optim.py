@@ -64,8 +64,3 @@ class Schedule:
 
     def load_state_dict(self, state: dict) -> None:
         self.scale, self.best, self.bad = state["scale"], state["best"], state["bad"]
-
-
-def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
-    for group in opt.param_groups:
-        group["lr"] = lr

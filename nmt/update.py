@@ -19,7 +19,7 @@ from nmt.batching import Batch
 from nmt.budget import Budget, fmt_time
 from nmt.device import autocast
 from nmt.model import Seq2Seq
-from nmt.optim import Schedule, set_lr
+from nmt.optim import Schedule
 from nmt.train_state import TrainingState
 from nmt.vocab import PAD
 
@@ -33,8 +33,7 @@ class TrainingError(RuntimeError):
 def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float = 0.0) -> torch.Tensor:
     """Mean cross-entropy per target token; one output projection over all steps. The packing lengths go in as
     ints: DistributedDataParallel(device_ids=[i]) moves every tensor argument to cuda:i; packing needs them on the CPU."""
-    host_lens = tuple(batch.host_lens.tolist())
-    logits, _ = model(batch.src, batch.src_lens, host_lens, batch.tgt_in)  # (batch, tgt_len, vocab)
+    logits, _ = model(batch.src, batch.src_lens, tuple(batch.host_lens.tolist()), batch.tgt_in)  # (batch, tgt_len, vocab)
     return F.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=PAD,
                            label_smoothing=label_smoothing)
 
@@ -64,7 +63,7 @@ class Updater:
         self.state, self.device, self.world_size, self.writer = state, device, world_size, writer
         self.loss_sum = torch.zeros((), device=device)
         self.window = [0, 0, 0]  # source tokens, target tokens, micro-batches since the last log line
-        self.total_tgt_tokens, self.steps_here = 0, 0
+        self.total_tgt_tokens, self.first_step = 0, state.step  # first_step: where this process started
         self.t_log = time.perf_counter()
 
     def update(self, mine: list[Batch], u: int, n_updates: int, budget: Budget) -> bool:
@@ -82,12 +81,12 @@ class Updater:
             return False
         state.nonfinite_skipped = 0
         progress = budget.progress(state.step, state.epoch + (u + 1) / n_updates)
-        set_lr(self.opt, self.schedule.lr(state.step + 1, state.epoch, progress))
+        for group in self.opt.param_groups:
+            group["lr"] = self.schedule.lr(state.step + 1, state.epoch, progress)
         self.scaler.step(self.opt)
         self.scaler.update()
         self.opt.zero_grad(set_to_none=True)
         state.step += 1
-        self.steps_here += 1
         return True
 
     def _backward(self, batch: Batch, last: bool) -> None:
@@ -122,14 +121,13 @@ class Updater:
         if self.writer is not None:
             dt = time.perf_counter() - self.t_log
             mean = float(self.loss_sum) / max(self.window[2], 1)
-            src_tps, tgt_tps = self.window[0] * self.world_size / dt, self.window[1] * self.world_size / dt
-            lr = self.opt.param_groups[0]["lr"]
-            for k, v in (("loss", mean), ("ppl", math.exp(min(mean, 50))), ("lr", lr),
-                         ("src_tok_per_s", src_tps), ("tgt_tok_per_s", tgt_tps)):
+            figures = {"loss": mean, "ppl": math.exp(min(mean, 50)), "lr": self.opt.param_groups[0]["lr"],
+                       "src_tok_per_s": self.window[0] * self.world_size / dt,
+                       "tgt_tok_per_s": self.window[1] * self.world_size / dt}
+            for k, v in figures.items():
                 self.writer.add_scalar(f"train/{k}", v, step)
-            log.info("step %d | epoch %d | loss %.3f | ppl %.1f | lr %.3g | %.0f src + %.0f tgt tok/s | ETA %s",
-                     step, self.state.epoch + 1, mean, math.exp(min(mean, 50)), lr, src_tps, tgt_tps,
-                     fmt_time(budget.eta(step, self.steps_here)))
+            log.info("step %d | epoch %d | loss %.3f | ppl %.1f | lr %.3g | %.0f src + %.0f tgt tok/s | ETA %s", step,
+                     self.state.epoch + 1, *figures.values(), fmt_time(budget.eta(step, step - self.first_step)))
         self.loss_sum.zero_()
         self.window = [0, 0, 0]
         self.t_log = time.perf_counter()
