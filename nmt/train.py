@@ -26,7 +26,6 @@ from torch.utils.tensorboard.summary import hparams
 from nmt import __version__, checkpoint, compiled_step, distributed, precision
 from nmt.batching import Batch, Epoch, Pairs, epoch_batches, train_batches
 from nmt.budget import Budget, StopSignal, fmt_time
-from nmt.checkpoint import CheckpointError
 from nmt.config import ConfigError, register, to_dict, validate
 from nmt.data.normalize import src_normalizer
 from nmt.data.prepare import Prepared, prepare
@@ -63,13 +62,16 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         write_run_files(run_dir, prepared.tokenizer, prepared.report, world_size, device)
     validator = Validator(cfg, up.model, prepared.tokenizer, src_normalizer(cfg.data), dev, device, up.writer, ckpt_dir,
                           up.schedule, up.snapshot)
-    budget, start_step = make_budget(len(epoch0), tr, world_size), up.state.step
+    per_update = world_size * tr.accum_steps  # batches of the epoch list consumed by one update
+    budget = Budget(tr.max_steps, tr.max_epochs, tr.max_minutes, max(1, len(epoch0) // per_update))  # ETA: updates per epoch
+    log.info("training: %d updates per epoch (%d batch(es) each), budget %s", budget.steps_per_epoch, per_update,
+             {k: tr[k] for k in ("max_steps", "max_epochs", "max_minutes") if tr[k]})
     stop_reason = run_updates(up, validator, budget, prepared.train, rng, rank, device)
     train_seconds = budget.elapsed()
     if stop_reason and "received" in stop_reason:
         stop_now(up, ckpt_dir, stop_reason)
     state, history = up.state, validator.history
-    if main and ((history[-1]["step"] if history else None) != state.step and state.step > start_step
+    if main and ((history[-1]["step"] if history else None) != state.step and state.step > up.first_step
                  or not (ckpt_dir / "last.pt").exists()):
         validator(state)
     distributed.barrier()
@@ -153,16 +155,6 @@ def build_updater(cfg: DictConfig, prepared: Prepared, epoch0: Epoch, resumed: O
     return Updater(tr, model, ddp, opt, schedule, scaler, state, device, world_size, writer, to_dict(cfg), tok.to_state())
 
 
-def make_budget(n_batches: int, tr: DictConfig, world_size: int) -> Budget:
-    """The budget of this run, with the epoch length (``n_batches`` batches) its ETA needs."""
-    per_update = world_size * tr.accum_steps  # batches of the epoch list consumed by one update
-    updates_per_epoch = max(1, n_batches // per_update)
-    budget = Budget(tr.max_steps, tr.max_epochs, tr.max_minutes, updates_per_epoch)
-    log.info("training: %d updates per epoch (%d batch(es) each), budget %s", updates_per_epoch, per_update,
-             {k: tr[k] for k in ("max_steps", "max_epochs", "max_minutes") if tr[k]})
-    return budget
-
-
 def run_updates(up: Updater, validator: Validator, budget: Budget, train_pairs: Pairs, rng: random.Random, rank: int,
                 device: torch.device) -> Optional[str]:
     """Epochs of updates until the budget is spent; returns what else stopped them (None: the budget)."""
@@ -201,10 +193,9 @@ def after_update(up: Updater, validator: Validator, budget: Budget, stop: StopSi
     reason = None
     if step % tr.valid_every == 0:
         t_valid = time.perf_counter()
-        early = validator(up.state) if main else False
+        early = main and validator(up.state)
         distributed.barrier()
-        if distributed.any_true(early, device):
-            reason = "early stopping"
+        reason = "early stopping" if distributed.any_true(early, device) else None
         up.t_log += time.perf_counter() - t_valid  # validation time is not training time
     elif main and tr.save_every and step % tr.save_every == 0:
         checkpoint.save(up.snapshot(), validator.ckpt_dir / "last.pt")
@@ -267,7 +258,7 @@ def main(cfg: DictConfig) -> Optional[float]:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         metrics = train(cfg, run_dir)
-    except (ConfigError, DataError, CheckpointError, TrainingError, OmegaConfBaseException) as e:
+    except (ConfigError, DataError, checkpoint.CheckpointError, TrainingError, OmegaConfBaseException) as e:
         log.error("%s", e)
         print(f"nmt.train: error: {e}", file=sys.stderr)
         sys.exit(1)
