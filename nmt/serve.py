@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import logging
 import sys
 import time
@@ -74,15 +75,12 @@ def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int =
     """The ASGI app serving ``engines`` (ids 0..n-1); ``batching`` "step" lets beam searches of checkpoints take new
     lines at every step (``nmt/serve_stream.py``), "batch" decodes each collected batch to its end."""
 
-    def decode(key: tuple[int, int, int, bool], lines: Sequence[str]) -> list[dict]:
-        model, b, n_best, attention = key
-        return engines[model].translate(lines, b, n_best, attention)
-
-    batcher = Batcher(decode, wait_ms, batch_lines, limits.max_queue)
+    batcher = Batcher(functools.partial(_decode, engines), wait_ms, batch_lines, limits.max_queue)
     streamer = Streamer(engines, wait_ms, limits.max_queue)
 
     def queue(q: Query):  # greedy (beam 1) and ONNX models decode batch by batch
         return streamer if batching == "step" and q.beam > 1 and hasattr(engines[q.model], "search") else batcher
+
     started = time.time()
     counts = {"requests": 0, "lines": 0, "errors": 0}
 
@@ -112,18 +110,12 @@ def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int =
                              "waiting_lines": batcher.waiting_lines + streamer.waiting_lines,
                              "batches": batcher.batches + streamer.batches, "search_steps": streamer.steps, **counts})
 
-    async def page(request: Request) -> FileResponse:
-        return FileResponse(STATIC / "index.html")
-
     font = cjk_font()
 
     async def font_file(request: Request) -> FileResponse:
         if font is None:
             raise HTTPException(404, "no CJK font on the server (pip install 'nmt[plot]'); the browser's own fonts are used")
         return FileResponse(font, media_type="font/otf")
-
-    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        return JSONResponse({"error": f"{request.method} {request.url.path}: {exc.detail}"}, exc.status_code)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
@@ -135,6 +127,19 @@ def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int =
     routes = [Route("/translate", translate, methods=["POST"]), Route("/models", models), Route("/health", health),
               Route("/", page), Route("/cjk-font", font_file), Mount("/static", StaticFiles(directory=STATIC), name="static")]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+
+
+def _decode(engines: Sequence[Engine], key: tuple[int, int, int, bool], lines: Sequence[str]) -> list[dict]:
+    model, beam, n_best, attention = key
+    return engines[model].translate(lines, beam, n_best, attention)
+
+
+async def page(request: Request) -> FileResponse:
+    return FileResponse(STATIC / "index.html")
+
+
+async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    return JSONResponse({"error": f"{request.method} {request.url.path}: {exc.detail}"}, exc.status_code)
 
 
 def cjk_font() -> str | None:
