@@ -21,7 +21,6 @@ class TrainingState:
     nonfinite_skipped: int = 0  # updates in a row skipped for a non-finite loss or gradient
 
     def state_dict(self) -> dict[str, Any]:
-        """The counters as a checkpoint's ``counters`` dict."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def load_state_dict(self, counters: dict[str, Any]) -> None:

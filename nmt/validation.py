@@ -80,10 +80,9 @@ class Validator:
                  hyps[0] if hyps else "")
         self.attention_images(step, hyps)
         patience = tr.early_stopping_patience
-        if patience and state.bad_validations >= patience:
+        if stop := bool(patience) and state.bad_validations >= patience:
             log.info("early stopping: no better dev %s in %d validations", tr.early_stopping_metric, patience)
-            return True
-        return False
+        return stop
 
     def attention_images(self, step: int, hyps: list[str]) -> None:
         """Heatmaps of the first few dev sentences (with p_t and the window for local modes)."""
