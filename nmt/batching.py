@@ -102,10 +102,8 @@ class Epoch(Sequence):
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        start, end = self.groups[i]
-        idx = self.order[start:end].tolist()
-        src, tgt = self.pairs.rows(idx)
-        return make_batch(src, tgt, idx)
+        idx = self.order[slice(*self.groups[i])].tolist()
+        return make_batch(*self.pairs.rows(idx), idx)
 
 
 def epoch_batches(pairs: Pairs, batch_tokens: int, rng: random.Random, max_sentences: int = 100_000) -> Epoch:

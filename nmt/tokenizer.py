@@ -79,10 +79,9 @@ def _train_spm(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, seed
 
 def _cached(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, cache: Path, seed: int) -> bytes:
     """Train once per (texts, settings); later runs read the cached model."""
-    h = hashlib.sha256()
     settings = {k: getattr(cfg, k) for k in (*SPM_OPTIONS, "input_sentence_size")}
     settings.update(vocab_size=vocab_size, seed=seed, version=spm.__version__)
-    h.update(json.dumps(settings, sort_keys=True).encode())
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     for t in texts:
         h.update(f"{t}\n".encode())
     path = cache / f"{h.hexdigest()[:24]}.model"

@@ -13,16 +13,13 @@ from nmt.data.text import DataError
 log = logging.getLogger(__name__)
 
 
-def _is_placeholder(en: str) -> bool:
-    return (s := en.strip().lower()) in ("", "ph") or s.startswith("placeholder")
-
-
 def load_hsk(cfg: DataConfig) -> datasets.DatasetDict:
     """The embedded HSK corpus (zh-en, either way): drop placeholder translations, seeded dev/test/train split."""
     from hsk_sentences_audio import load_sentences
 
     pairs = [(r["chinese"], r["translation"]["en"]) for r in load_sentences()]
-    kept = [p if cfg.src_lang == "zh" else p[::-1] for p in pairs if not _is_placeholder(p[1])]
+    kept = [p if cfg.src_lang == "zh" else p[::-1] for p in pairs
+            if (en := p[1].strip().lower()) not in ("", "ph") and not en.startswith("placeholder")]
     log.info("hsk: %d records, %d with a placeholder translation dropped", len(pairs), len(pairs) - len(kept))
     random.Random(cfg.seed).shuffle(kept)
     n_dev, n_test = cfg.dev_size, cfg.test_size
