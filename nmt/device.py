@@ -13,25 +13,20 @@ from nmt.config import ConfigError
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    """CUDA if present, else MPS, else CPU; an explicit name must be available; CUDA gets ``cuda_defaults``."""
+    """CUDA if present, else MPS, else CPU; an explicit name must be available; CUDA gets TF32 fp32 matmuls."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
     dev = torch.device(name)
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise ConfigError(f"device {name!r} was asked for but CUDA is not available")
-        cuda_defaults()
+        # TF32 tensor cores for fp32 matmuls (torch leaves them off; cuDNN's LSTMs already use them). cudnn.benchmark
+        # stays off: its tuning is per shape and batch shapes vary; RNN kernels do not use it
+        try:
+            torch.backends.cuda.matmul.fp32_precision = "tf32"  # torch >= 2.9
+        except AttributeError:
+            torch.backends.cuda.matmul.allow_tf32 = True
     return dev
-
-
-def cuda_defaults() -> None:
-    """TF32 tensor cores for fp32 matmuls (torch leaves them off; cuDNN's LSTMs already use
-    them). cudnn.benchmark stays off: its tuning is per shape and batch shapes vary; RNN
-    kernels do not use it. Touches no GPU, so a CPU process is unaffected."""
-    try:
-        torch.backends.cuda.matmul.fp32_precision = "tf32"  # torch >= 2.9
-    except AttributeError:
-        torch.backends.cuda.matmul.allow_tf32 = True
 
 
 def available_cores() -> int:
