@@ -25,11 +25,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         model, tok, cfg, _ = load_model(args.model, "cpu")
         files = export_onnx(model, tok, cfg, args.out)
-    except ImportError as e:
-        print(f"nmt.export: error: {e.name or e}: install the onnx extra (pip install 'nmt[onnx]')", file=sys.stderr)
-        return 1
-    except (CheckpointError, OSError) as e:
-        print(f"nmt.export: error: {e}", file=sys.stderr)
+    except (ImportError, CheckpointError, OSError) as e:
+        why = f"{e.name or e}: install the onnx extra (pip install 'nmt[onnx]')" if isinstance(e, ImportError) else e
+        print(f"nmt.export: error: {why}", file=sys.stderr)
         return 1
     print(f"exported {args.model} to {args.out}/: {', '.join(f.name for f in files)}", file=sys.stderr)
     return 0
