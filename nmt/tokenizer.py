@@ -103,6 +103,5 @@ def load_or_train(cfg: TokenizerConfig, src_texts: Sequence[str], tgt_texts: Seq
     if cfg.joint:
         model = _cached(list(src_texts) + list(tgt_texts), cfg.src_vocab_size, cfg, cache, seed)
         return Tokenizer(model, model)
-    src = _cached(src_texts, cfg.src_vocab_size, cfg, cache, seed)
-    tgt = _cached(tgt_texts, cfg.tgt_vocab_size, cfg, cache, seed)
-    return Tokenizer(src, tgt)
+    return Tokenizer(_cached(src_texts, cfg.src_vocab_size, cfg, cache, seed),
+                     _cached(tgt_texts, cfg.tgt_vocab_size, cfg, cache, seed))
