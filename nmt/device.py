@@ -81,6 +81,18 @@ def cpu_info() -> dict:
     return {"model": model, "flags": wanted, "cores": available_cores(), "native_bf16": any(f in flags for f in NATIVE_BF16)}
 
 
+def cpu_trains_bf16_rnns() -> bool:
+    """Whether oneDNN here can train an LSTM under bf16 autocast: not on CPUs without avx512_bf16 and AMX
+    (AVX2 only, 2026-12-02: "could not create a primitive descriptor for the LSTM"), though it decodes there."""
+    lstm = torch.nn.LSTM(4, 4, batch_first=True)
+    try:
+        with torch.enable_grad(), torch.autocast("cpu", torch.bfloat16):
+            lstm(torch.zeros(1, 2, 4))[0].float().sum().backward()
+    except RuntimeError:
+        return False
+    return True
+
+
 def warn_slow_bf16(device: torch.device, precision: str) -> None:
     """Warn that bf16 on a CPU without bf16 matrix instructions is emulated, so likely slower than fp32."""
     if precision == "bf16" and device.type == "cpu" and not cpu_info()["native_bf16"]:

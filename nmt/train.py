@@ -31,7 +31,7 @@ from nmt.data.normalize import src_normalizer
 from nmt.data.prepare import Prepared, prepare
 from nmt.data.text import DataError
 from nmt.decode import evaluate
-from nmt.device import available_cores, peak_memory_mb, set_threads
+from nmt.device import available_cores, cpu_trains_bf16_rnns, peak_memory_mb, set_threads
 from nmt.model import build_model
 from nmt.optim import Schedule, build_optimizer
 from nmt.run_folder import flatten, merge_resumed_config, restore, resume_state, write_run_files
@@ -98,6 +98,9 @@ def setup(tr: DictConfig, run_dir: Path) -> tuple[int, int, torch.device]:
     rank, world_size, device = distributed.setup(tr.device)
     if tr.precision == "fp16" and device.type != "cuda":
         raise ConfigError(f"trainer.precision=fp16 needs a CUDA device (this run is on {device}); use bf16 or fp32")
+    if tr.precision == "bf16" and device.type == "cpu" and not cpu_trains_bf16_rnns():
+        raise ConfigError("trainer.precision=bf16: this CPU's oneDNN cannot train a bf16 LSTM (it has neither avx512_bf16 "
+                          "nor AMX); use fp32, bf16_output or auto")
     set_threads(tr.threads or max(1, available_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
     random.seed(tr.seed)
     torch.manual_seed(tr.seed)

@@ -265,9 +265,16 @@ def test_non_finite_updates_are_skipped_then_stop_the_run(digits_dir, tmp_path, 
 
 
 def test_bf16_trains_on_cpu_and_fp16_is_refused_there(digits_dir, tmp_path):
-    """bf16 autocast, and bf16 at the output projection only, train with finite, falling losses;
-    fp16 (oneDNN has no fp16 LSTM on CPU) is a clear error before anything is written."""
-    for p in ("bf16", "bf16_output"):
+    """bf16 autocast (where this CPU's oneDNN trains bf16 LSTMs: avx512_bf16 or AMX), and bf16 at the output
+    projection only (on any CPU), train with finite, falling losses; fp16 (oneDNN has no fp16 LSTM on CPU), and
+    bf16 on a CPU that cannot train it, are clear errors before anything is written."""
+    from nmt.device import cpu_trains_bf16_rnns
+
+    if not cpu_trains_bf16_rnns():
+        with pytest.raises(ConfigError, match="cannot train a bf16 LSTM"):
+            train(digits_cfg(digits_dir, max_steps=4, precision="bf16"), tmp_path / "rb")
+        assert not (tmp_path / "rb").exists()
+    for p in ("bf16", "bf16_output") if cpu_trains_bf16_rnns() else ("bf16_output",):
         metrics = train(digits_cfg(digits_dir, max_steps=40, valid_every=20, test_beam=0, precision=p), tmp_path / p)
         losses = [h["valid_loss"] for h in metrics["history"]]
         assert all(math.isfinite(v) for v in losses) and losses[-1] < losses[0] and metrics["precision"] == p
