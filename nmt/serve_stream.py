@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from nmt.serve_batch import QueueFull
 
 log = logging.getLogger("nmt.serve")
+JOIN_STEPS = 4  # steps new lines may wait for others to join with them
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Streamer:
         self._inbox: list[_Job] = []
         self._cond = threading.Condition()
         self._closing = False
+        self._held = 0  # steps the waiting lines have been held back
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -97,8 +99,13 @@ class Streamer:
                 return True
         if not searches:
             time.sleep(self.wait)  # let concurrent requests join the first step together
+        live = sum(len(s) for s in searches.values())
         with self._cond:
-            jobs, self._inbox = self._inbox, []
+            arrived = sum(len(job.texts) for job in self._inbox)
+            # a join costs an encoder call and a copy of the search's state: newcomers wait (a few steps at most)
+            # until they are a quarter of the live lines
+            self._held = 0 if not arrived or 4 * arrived >= live or self._held >= JOIN_STEPS else self._held + 1
+            jobs, self._inbox = (self._inbox, []) if self._held == 0 else ([], self._inbox)
         groups: dict[Hashable, list[_Job]] = {}
         for job in jobs:
             groups.setdefault(job.key, []).append(job)
