@@ -76,8 +76,8 @@ class LuongAttention(nn.Module):
         """Attend from T decoder states h_t (batch, T, hidden) at once (T = 1 in the input-feeding loop).
 
         ``keys`` from ``keys(memory)``; memory (batch, src_len, hidden) h̄_s; mask (batch, src_len) True at real
-        tokens; src_lens (batch,) float S_i; positions (T,) float t, or (batch, T) for rows at their own steps.
-        Returns c_t (batch, T, hidden), a_t (batch, T, src_len) (mean over heads) and p_t (batch, T) (None for global)."""
+        tokens; src_lens (batch,) float S_i; positions (T,) float t. Returns c_t (batch, T, hidden), a_t (batch,
+        T, src_len) (mean over heads) and p_t (batch, T) (None for global)."""
         p = self.position(query, src_lens, positions)  # (batch, T) or None
         if (p is not None and self.heads == 1 and self.score != "location"
                 and mask.size(1) > self.gather_above * (2 * self.window + 1)):  # gather the window, don't mask
@@ -100,7 +100,7 @@ class LuongAttention(nn.Module):
     def position(self, query: torch.Tensor, src_lens: torch.Tensor, positions: torch.Tensor) -> Optional[torch.Tensor]:
         """p_t (batch, T): t clamped to S_i - 1 (local_m), S_i · sigmoid(v_pᵀ tanh(W_p h_t)) (local_p), or None."""
         if self.mode == "local_m":
-            return torch.minimum(positions if positions.dim() == 2 else positions.unsqueeze(0), (src_lens - 1).unsqueeze(1))
+            return torch.minimum(positions.unsqueeze(0), (src_lens - 1).unsqueeze(1))
         if self.mode == "local_p":
             gate = self.v_p(torch.tanh(self.W_p(query))).squeeze(-1)  # (batch, T)
             return src_lens.unsqueeze(1) * torch.sigmoid(gate.float())

@@ -33,7 +33,7 @@ def translate_nbest(models: Models, tok: Tokenizer, normalize: Callable[[str], s
     """The ``n_best`` translations of each raw source line with their scores, best first, in input order;
     a line empty after normalization gets one empty translation. ``progress(n)`` hears of n lines done.
     ``precision`` bf16 decodes under autocast (scores stay fp32; outputs may differ slightly)."""
-    ids = encode_sources(tok, normalize, texts)
+    ids = [s[:MAX_SRC_PIECES] for s in tok.encode_src([normalize(t) for t in texts])]
     out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in texts]
     todo = [i for i, s in enumerate(ids) if s]
     if progress is not None and len(todo) < len(texts):
@@ -53,11 +53,6 @@ def translate_nbest(models: Models, tok: Tokenizer, normalize: Callable[[str], s
     for m, training in zip(group, was_training):
         m.train(training)
     return out
-
-
-def encode_sources(tok: Tokenizer, normalize: Callable[[str], str], texts: Sequence[str]) -> list[list[int]]:
-    """Source piece ids of raw lines, normalized and cut at ``MAX_SRC_PIECES`` (empty where nothing is left)."""
-    return [s[:MAX_SRC_PIECES] for s in tok.encode_src([normalize(t) for t in texts])]
 
 
 def translate_texts(models: Models, tok: Tokenizer, normalize: Callable[[str], str], texts: Sequence[str],

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Union
 
 import torch
 
 from nmt.batching import Batch
-from nmt.stepper import Models, Stepper, pad_to
+from nmt.decoder import select_state
+from nmt.model import Seq2Seq
 from nmt.vocab import BOS, EOS, PAD
+
+Models = Union[Seq2Seq, Sequence[Seq2Seq]]
 
 # When a sentence's beam search ends (``stop``):
 #   exact  no live hypothesis can still beat the best finished one (the best under the length
@@ -32,6 +35,39 @@ class Hypotheses:
     tokens: list[list[int]]  # best hypothesis per sentence, without EOS, in batch order
     scores: list[float]  # its log-probability (length-normalized for beam search)
     nbest: list[list[tuple[list[int], float]]]  # per sentence, best first
+
+
+class Stepper:
+    """Encodes a batch once and advances every model of an ensemble by one step at a time."""
+
+    def __init__(self, models: Models, batch: Batch):
+        self.models = [models] if isinstance(models, Seq2Seq) else list(models)
+        self.parts = []  # per model: [source, state, feed]
+        for m in self.models:
+            source, state = m.encode(batch.src, batch.src_lens, batch.host_lens)
+            feed = source.memory.new_zeros(batch.size, 1, m.decoder.hidden)  # h̃_0
+            self.parts.append([source, state, feed])
+        self.weights = [m.decoder.step_weights() for m in self.models]  # once, not at every step
+
+    def step(self, y: torch.Tensor, position: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities (rows, vocab) of the next token and attention weights (rows, src_len)."""
+        logps, weights = [], []
+        for m, part, w in zip(self.models, self.parts, self.weights):
+            logp, part[2], part[1], a, _ = m.decoder.step(y, part[2], part[1], part[0], position, w)
+            logps.append(logp)
+            weights.append(a.squeeze(1) if a is not None else None)
+        if len(logps) == 1:
+            return logps[0], weights[0]
+        a = torch.stack(weights).float().mean(0) if weights[0] is not None else None
+        return torch.stack(logps).mean(0), a
+
+    def select(self, index: torch.Tensor, sources: bool = False) -> None:
+        """Keep rows ``index`` of the decoder states (and of the encoder outputs if ``sources``)."""
+        for part in self.parts:
+            if sources:
+                part[0] = part[0].select(index)
+            part[1] = select_state(part[1], index)
+            part[2] = part[2].index_select(0, index)
 
 
 def max_lengths(src_lens: torch.Tensor, ratio: float, extra: int, cap: int) -> torch.Tensor:
@@ -125,151 +161,90 @@ def _ended(stop: str, is_eos: torch.Tensor, fin: torch.Tensor, alive: torch.Tens
     return fin[:, 0] >= alive[:, 0] / best_lp  # no live hypothesis can overtake the best finished one
 
 
-class Beams:
-    """Beam search over a changing set of sentences: ``add`` encodes new ones, each starting at its own step 0,
-    and ``step`` advances all of them by one token and hands back those that ended. ``beam_search`` adds one batch
-    and steps it to the end; the server adds sentences while others decode (``nmt/serve_stream.py``).
-
-    Finished hypotheses move to a per-sentence buffer of size ``beam``. A sentence is done at its length limit
-    or by the ``stop`` rule (``STOPS``; ``exact`` is exact as log-probabilities only fall, the length penalty
-    is bounded at the limit and coverage is ≤ 0); done sentences leave at steps with ``sync`` (a host sync)."""
-
-    def __init__(self, model: Models, beam: int = 5, alpha: float = 1.0, ratio: float = 2.0, extra: int = 10,
-                 cap: int = 200, n_best: int = 1, beta: float = 0.0, stop: str = "full", sync_every: int = 1):
-        if stop not in STOPS:
-            raise ValueError(f"stop must be one of {', '.join(STOPS)}, got {stop!r}")
-        if n_best > beam:
-            raise ValueError(f"n_best={n_best} cannot exceed the beam size {beam}")
-        self.model, self.K, self.alpha, self.n_best, self.beta, self.stop = model, beam, alpha, n_best, beta, stop
-        self.lengths = (ratio, extra, cap)
-        self.masked = sync_every > 1  # done sentences ride along, masked, until the next sync
-        self.stepper: Optional[Stepper] = None
-        self.tags: list = []  # the caller's name of each live sentence
-
-    def __len__(self) -> int:
-        return len(self.tags)
-
-    def add(self, batch: Batch, tags: Sequence) -> None:
-        """Encode ``batch`` and let its sentences (named ``tags``) join the search at their step 0."""
-        n, dev, K = batch.size, batch.src.device, self.K
-        new = Stepper(self.model, batch)
-        new.select(torch.arange(n, device=dev).repeat_interleave(K), sources=True)
-        limit = max_lengths(batch.src_lens, *self.lengths)  # (n,)
-        alive = torch.full((n, K), float("-inf"), device=dev)
-        alive[:, 0] = 0.0  # only the first beam is live at the start
-        width = int(limit.max()) + 1
-        parts = {"t": torch.zeros(n, dtype=torch.long, device=dev), "limit": limit,
-                 "best_lp": length_penalty(limit + 1, self.alpha), "alive": alive,
-                 "fin_scores": torch.full((n, K), float("-inf"), device=dev),  # length-normalized, best first
-                 "seqs": torch.full((n, K, width), EOS, dtype=torch.long, device=dev),
-                 "fin_seqs": torch.full((n, K, width), EOS, dtype=torch.long, device=dev),
-                 "y": torch.full((n * K,), BOS, dtype=torch.long, device=dev),
-                 "stopped": torch.zeros(n, dtype=torch.bool, device=dev)}  # done, not yet dropped
-        if self.beta:
-            parts["coverage"] = torch.zeros(n * K, batch.src.size(1), device=dev)
-            parts["src_mask"] = batch.src.ne(PAD).repeat_interleave(K, 0)
-        first = self.stepper is None
-        if first:
-            self.stepper = new
-        else:
-            self.stepper.join(new)
-            width = max(width, self.seqs.size(2))
-        self.tags += list(tags)
-        S = self.stepper.parts[0][0].mask.size(1)
-        for name, x in parts.items():
-            if not first:  # widen both sides to the longest limit and source, then append
-                old = getattr(self, name)
-                if name in ("seqs", "fin_seqs"):
-                    old, x = (pad_to(s.transpose(1, 2), width, EOS).transpose(1, 2) for s in (old, x))
-                elif name in ("coverage", "src_mask"):
-                    old, x = pad_to(old, S), pad_to(x, S)
-                x = torch.cat([old, x])
-            setattr(self, name, x)
-
-    def step(self, sync: bool = True) -> list[tuple[object, list[tuple[list[int], float]]]]:
-        """Advance every live sentence by one token; with ``sync``, the done ones leave: [(tag, n-best)]."""
-        na, K, t = len(self.tags), self.K, self.t
-        logp, a = self.stepper.step(self.y, t.repeat_interleave(K).float().unsqueeze(1))  # (na*K, V)
-        V = logp.size(1)
-        logp[:, PAD] = float("-inf")
-        _force_eos(logp, (t >= self.limit).repeat_interleave(K))
-        cand = logp.view(na, K, V).add_(self.alive.unsqueeze(-1)).view(na, K * V)  # in place: logp is ours
-        top, idx = topk_rows(cand, 2 * K)  # (na, 2K)
-        origin, token = idx // V, idx % V
-        is_eos = token == EOS
-        if self.beta:
-            self.coverage = self.coverage + a.float()
-        # finished: new EOS candidates join the buffer, the best K stay (skipped, at the cost of
-        # a host sync, in the many steps where no candidate ends; always done between syncs)
-        if self.masked or bool(is_eos.any()):
-            lp = length_penalty((t + 1).double(), self.alpha).float()  # (na,) as a Python float would be
-            new_fin = top / lp.unsqueeze(1)
-            if self.beta:
-                cov = coverage_penalty(self.coverage.masked_fill(~self.src_mask, 1.0), self.beta).view(na, K)  # (na, K)
-                new_fin = new_fin + cov.gather(1, origin)
-            new_fin = new_fin.masked_fill(~is_eos | self.stopped.unsqueeze(1), float("-inf"))
-            W = self.seqs.size(2)
-            prev = self.seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, W))  # (na, 2K, W); EOS at t
-            self.fin_scores, keep = torch.cat([self.fin_scores, new_fin], 1).topk(K, dim=1)
-            self.fin_seqs = torch.cat([self.fin_seqs, prev], 1).gather(1, keep.unsqueeze(-1).expand(-1, -1, W))
-        # alive: the best K candidates that did not end
-        self.alive, pick = top.masked_fill(is_eos, float("-inf")).topk(K, dim=1)  # (na, K)
-        origin, token = origin.gather(1, pick), token.gather(1, pick)
-        self.seqs = self.seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, self.seqs.size(2)))
-        self.seqs.scatter_(2, t.view(na, 1, 1).expand(-1, K, 1), token.unsqueeze(-1))  # column t of each sentence
-        done = _ended(self.stop, is_eos, self.fin_scores, self.alive, self.best_lp) | (t >= self.limit)  # (na,)
-        self.stopped = done = self.stopped | done
-        self.t, self.y = t + 1, token.view(-1)
-        rows = (origin + torch.arange(na, device=t.device).unsqueeze(1) * K).view(-1)  # (na*K,) parents
-        if not (sync and bool(done.any())):
-            self._keep(rows, None)
-            return []
-        ended = done.nonzero().squeeze(1).tolist()
-        out = [(self.tags[i], self.nbest(i)) for i in ended]
-        keep_s = (~done).nonzero().squeeze(1)  # sentences that go on
-        self._keep(rows.view(na, K)[keep_s].view(-1), keep_s)
-        return out
-
-    def clear(self) -> None:
-        """Forget every live sentence."""
-        self.stepper, self.tags = None, []
-
-    def nbest(self, i: int) -> list[tuple[list[int], float]]:
-        """Live sentence ``i``'s n-best list so far: (tokens without EOS, score), best first."""
-        seqs, scores = self.fin_seqs[i, : self.n_best].tolist(), self.fin_scores[i, : self.n_best].tolist()
-        return [(_until_eos(seq), s) for k, (seq, s) in enumerate(zip(seqs, scores)) if k == 0 or s > -1e30]
-
-    def _keep(self, rows: torch.Tensor, sentences: Optional[torch.Tensor]) -> None:
-        """Keep decoder rows ``rows``, their parents; with ``sentences``, only those sentences stay."""
-        if sentences is not None:
-            if sentences.numel() == 0:
-                self.clear()
-                return
-            self.tags = [self.tags[i] for i in sentences.tolist()]
-            for name in ("t", "limit", "best_lp", "alive", "fin_scores", "seqs", "fin_seqs", "stopped"):
-                setattr(self, name, getattr(self, name)[sentences])
-            self.y = self.y.view(-1, self.K)[sentences].view(-1)
-            if self.beta:
-                self.src_mask = self.src_mask[rows]
-        self.stepper.select(rows, sources=sentences is not None)
-        if self.beta:
-            self.coverage = self.coverage[rows]
-
-
 @torch.no_grad()
 def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, ratio: float = 2.0, extra: int = 10,
                 cap: int = 200, n_best: int = 1, beta: float = 0.0, stop: str = "full", sync_every: int = 0) -> Hypotheses:
-    """Batched beam search (``Beams`` over one batch); done sentences leave at host syncs, every ``sync_every``
-    steps (0: ``sync_interval``); beam 1 without n-best or coverage is ``greedy``."""
-    if beam == 1 and n_best == 1 and beta == 0.0 and stop in STOPS:
+    """Batched beam search; finished hypotheses move to a per-sentence buffer of size ``beam``.
+
+    A sentence is done at its length limit or by the ``stop`` rule (``STOPS``; ``exact`` is exact as
+    log-probabilities only fall, the length penalty is bounded at the limit and coverage is ≤ 0); done
+    sentences leave at host syncs, every ``sync_every`` steps (0: ``sync_interval``)."""
+    if stop not in STOPS:
+        raise ValueError(f"stop must be one of {', '.join(STOPS)}, got {stop!r}")
+    if beam == 1 and n_best == 1 and beta == 0.0:
         return greedy(model, batch, ratio, extra, cap, sync_every)
-    every = sync_every or sync_interval(batch.src.device)
-    beams = Beams(model, beam, alpha, ratio, extra, cap, n_best, beta, stop, every)
-    beams.add(batch, range(batch.size))
-    nbest: dict = {}
-    step = 0
-    while len(beams):
-        step += 1
-        nbest.update(beams.step(sync=step % every == 0 or step >= beams.seqs.size(2)))
-    rows = [nbest[i] for i in range(batch.size)]
-    return Hypotheses([h[0][0] for h in rows], [h[0][1] for h in rows], rows)
+    if n_best > beam:
+        raise ValueError(f"n_best={n_best} cannot exceed the beam size {beam}")
+    n, dev, K = batch.size, batch.src.device, beam
+    every = sync_every or sync_interval(dev)
+    stopped = torch.zeros(n, dtype=torch.bool, device=dev) if every > 1 else None  # (act,) done, not yet dropped
+    stepper = Stepper(model, batch)
+    stepper.select(torch.arange(n, device=dev).repeat_interleave(K), sources=True)
+    limit_all = max_lengths(batch.src_lens, ratio, extra, cap)  # (n,)
+    T = int(limit_all.max())
+    positions = torch.arange(T + 1, device=dev, dtype=torch.float)
+    fin_scores = torch.full((n, K), float("-inf"), device=dev)  # length-normalized, best first
+    fin_seqs = torch.full((n, K, T + 1), EOS, dtype=torch.long, device=dev)
+    # live part: `act` are the sentences still decoding; rows are act × K
+    act = torch.arange(n, device=dev)
+    limit, best_lp = limit_all, length_penalty(limit_all + 1, alpha)
+    alive = torch.full((n, K), float("-inf"), device=dev)
+    alive[:, 0] = 0.0  # only the first beam is live at the start
+    seqs = torch.full((n, K, T + 1), EOS, dtype=torch.long, device=dev)
+    coverage = torch.zeros(n * K, batch.src.size(1), device=dev) if beta else None
+    src_mask = batch.src.ne(PAD).repeat_interleave(K, 0) if beta else None
+    y = torch.full((n * K,), BOS, dtype=torch.long, device=dev)
+    for t in range(T + 1):
+        na = act.numel()
+        logp, a = stepper.step(y, positions[t : t + 1])  # (na*K, V)
+        V = logp.size(1)
+        logp[:, PAD] = float("-inf")
+        _force_eos(logp, (t >= limit).repeat_interleave(K))
+        cand = logp.view(na, K, V).add_(alive.unsqueeze(-1)).view(na, K * V)  # in place: logp is ours
+        top, idx = topk_rows(cand, 2 * K)  # (na, 2K)
+        origin, token = idx // V, idx % V
+        is_eos = token == EOS
+        if coverage is not None:
+            coverage = coverage + a.float()
+        # finished: new EOS candidates join the buffer, the best K stay (skipped, at the cost of
+        # a host sync, in the many steps where no candidate ends; always done between syncs)
+        if stopped is not None or bool(is_eos.any()):
+            new_fin = top / length_penalty(t + 1, alpha)
+            if coverage is not None:
+                cov = coverage_penalty(coverage.masked_fill(~src_mask, 1.0), beta).view(na, K)  # (na, K)
+                new_fin = new_fin + cov.gather(1, origin)
+            new_fin = new_fin.masked_fill(~is_eos, float("-inf"))
+            if stopped is not None:
+                new_fin = new_fin.masked_fill(stopped.unsqueeze(1), float("-inf"))
+            prev = seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, T + 1))  # (na, 2K, T+1); EOS at t
+            merged, keep = torch.cat([fin_scores[act], new_fin], 1).topk(K, dim=1)
+            fin_scores[act] = merged
+            fin_seqs[act] = torch.cat([fin_seqs[act], prev], 1).gather(1, keep.unsqueeze(-1).expand(-1, -1, T + 1))
+        # alive: the best K candidates that did not end
+        alive, pick = top.masked_fill(is_eos, float("-inf")).topk(K, dim=1)  # (na, K)
+        origin, token = origin.gather(1, pick), token.gather(1, pick)
+        seqs = seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, T + 1))
+        seqs[:, :, t] = token
+        done = _ended(stop, is_eos, fin_scores[act], alive, best_lp) | (t >= limit)  # (na,)
+        rows = (origin + torch.arange(na, device=dev).unsqueeze(1) * K).view(-1)  # (na*K,) parents
+        if stopped is not None:
+            stopped = done = stopped | done
+        drop = (t + 1) % every == 0 and bool(done.any())  # done sentences leave at a host sync
+        if drop:
+            if bool(done.all()):
+                break
+            keep_s = (~done).nonzero().squeeze(1)  # sentences that go on
+            act, limit, best_lp = act[keep_s], limit[keep_s], best_lp[keep_s]
+            alive, seqs, token = alive[keep_s], seqs[keep_s], token[keep_s]
+            rows = rows.view(na, K)[keep_s].view(-1)
+            if stopped is not None:
+                stopped = stopped[keep_s]
+            if src_mask is not None:
+                src_mask = src_mask[rows]
+        stepper.select(rows, sources=drop)
+        if coverage is not None:
+            coverage = coverage[rows]
+        y = token.view(-1)
+    nbest = [[(_until_eos(seq), s) for k, (seq, s) in enumerate(zip(row_seqs, row_scores)) if k == 0 or s > -1e30]
+             for row_seqs, row_scores in zip(fin_seqs[:, :n_best].tolist(), fin_scores[:, :n_best].tolist())]
+    return Hypotheses([h[0][0] for h in nbest], [h[0][1] for h in nbest], nbest)

@@ -2,9 +2,8 @@
 
 Routes: ``POST /translate`` (OpenNMT-py's request shape or a plain one, see
 ``nmt/serve_requests.py``), ``GET /models``, ``GET /health`` and ``GET /``, a page that
-translates and shows the attention of each target word. Concurrent lines join the running beam
-search of their model at its next step (``nmt/serve_stream.py``), or are batched (``nmt/serve_batch.py``).
-Models are numbered from 0: the checkpoints, then the ONNX folders.
+translates and shows the attention of each target word. Concurrent requests are batched
+(``nmt/serve_batch.py``). Models are numbered from 0: the checkpoints, then the ONNX folders.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import functools
 import logging
 import sys
 import time
@@ -29,7 +27,6 @@ from starlette.staticfiles import StaticFiles
 from nmt.serve_batch import Batcher, QueueFull
 from nmt.serve_engines import Engine
 from nmt.serve_requests import Limits, Query, RequestError, parse
-from nmt.serve_stream import Streamer
 
 log = logging.getLogger("nmt.serve")
 STATIC = Path(__file__).parent / "static"
@@ -71,16 +68,14 @@ def answer(shape: str, queries: list[Query], results: list[list[dict]]) -> objec
 
 
 def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int = 5, wait_ms: float = 5.0,
-               batch_lines: int = 256, batching: str = "step") -> Starlette:
-    """The ASGI app serving ``engines`` (ids 0..n-1); ``batching`` "step" lets beam searches of checkpoints take new
-    lines at every step (``nmt/serve_stream.py``), "batch" decodes each collected batch to its end."""
+               batch_lines: int = 256) -> Starlette:
+    """The ASGI app serving ``engines`` (ids 0..n-1)."""
 
-    batcher = Batcher(functools.partial(_decode, engines), wait_ms, batch_lines, limits.max_queue)
-    streamer = Streamer(engines, wait_ms, limits.max_queue)
+    def decode(key: tuple[int, int, int, bool], lines: Sequence[str]) -> list[dict]:
+        model, b, n_best, attention = key
+        return engines[model].translate(lines, b, n_best, attention)
 
-    def queue(q: Query):  # greedy (beam 1) and ONNX models decode batch by batch
-        return streamer if batching == "step" and q.beam > 1 and hasattr(engines[q.model], "search") else batcher
-
+    batcher = Batcher(decode, wait_ms, batch_lines, limits.max_queue)
     started = time.time()
     counts = {"requests": 0, "lines": 0, "errors": 0}
 
@@ -88,7 +83,7 @@ def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int =
         try:
             body = await read_body(request, limits.max_body)
             shape, queries = parse(body, limits, len(engines), beam)
-            results = await asyncio.gather(*(queue(q).submit(q.key, q.texts, limits.timeout) for q in queries))
+            results = await asyncio.gather(*(batcher.submit(q.key, q.texts, limits.timeout) for q in queries))
         except RequestError as e:
             return _error(counts, e.status, e.message)
         except QueueFull as e:
@@ -107,8 +102,10 @@ def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int =
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "models": len(engines), "uptime_s": round(time.time() - started, 1),
-                             "waiting_lines": batcher.waiting_lines + streamer.waiting_lines,
-                             "batches": batcher.batches + streamer.batches, "search_steps": streamer.steps, **counts})
+                             "waiting_lines": batcher.waiting_lines, "batches": batcher.batches, **counts})
+
+    async def page(request: Request) -> FileResponse:
+        return FileResponse(STATIC / "index.html")
 
     font = cjk_font()
 
@@ -117,29 +114,18 @@ def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int =
             raise HTTPException(404, "no CJK font on the server (pip install 'nmt[plot]'); the browser's own fonts are used")
         return FileResponse(font, media_type="font/otf")
 
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"error": f"{request.method} {request.url.path}: {exc.detail}"}, exc.status_code)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
         batcher.start()
-        streamer.start()
         yield
-        await asyncio.gather(batcher.stop(), streamer.stop())
+        await batcher.stop()
 
     routes = [Route("/translate", translate, methods=["POST"]), Route("/models", models), Route("/health", health),
               Route("/", page), Route("/cjk-font", font_file), Mount("/static", StaticFiles(directory=STATIC), name="static")]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
-
-
-def _decode(engines: Sequence[Engine], key: tuple[int, int, int, bool], lines: Sequence[str]) -> list[dict]:
-    model, beam, n_best, attention = key
-    return engines[model].translate(lines, beam, n_best, attention)
-
-
-async def page(request: Request) -> FileResponse:
-    return FileResponse(STATIC / "index.html")
-
-
-async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-    return JSONResponse({"error": f"{request.method} {request.url.path}: {exc.detail}"}, exc.status_code)
 
 
 def cjk_font() -> str | None:
@@ -176,10 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "CPUs with AMX/avx512_bf16; outputs may differ slightly")
     p.add_argument("--beam", type=int, default=5, help="beam size when a request gives none (default 5)")
     p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long to collect requests into a batch")
-    p.add_argument("--batch-lines", type=int, default=256, help="at most this many lines decoded in one call (--batching batch)")
-    p.add_argument("--batching", choices=("step", "batch"), default="step",
-                   help="step (default): lines join a checkpoint's running beam search at its next step and leave when "
-                        "they end; batch: each collected batch decodes to its end (greedy and ONNX models always do)")
+    p.add_argument("--batch-lines", type=int, default=256, help="at most this many lines decoded in one call")
     d = Limits()
     p.add_argument("--max-lines", type=int, default=d.max_lines, help="lines per request")
     p.add_argument("--max-chars", type=int, default=d.max_chars, help="characters per line")
@@ -201,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     import uvicorn
 
-    app = create_app(engines, limits, args.beam, args.batch_wait_ms, args.batch_lines, args.batching)
+    app = create_app(engines, limits, args.beam, args.batch_wait_ms, args.batch_lines)
     log.info("serving %d model(s) on http://%s:%d/", len(engines), args.host, args.port)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

@@ -53,7 +53,7 @@ class TorchEngine:
         self.device, self.precision = pick_device(device), precision
         warn_slow_bf16(self.device, precision)
         models, self.tok, self.cfg = load_models([path], self.device)
-        self.model = models[0].eval()
+        self.model = models[0]
         self.normalize = src_normalizer(self.cfg.data)
         a = self.cfg.model.attention
         self.info = {"name": str(path), "backend": "torch", "src_lang": self.cfg.data.src_lang,
@@ -61,54 +61,18 @@ class TorchEngine:
                      "attention": {"score": a.score, "mode": a.mode, "window": a.window}}
 
     def translate(self, texts: Sequence[str], beam: int, n_best: int, attention: bool) -> list[dict]:
-        from nmt.decode import translate_nbest
+        from nmt.decode import align, translate_nbest
 
         nbests = translate_nbest(self.model, self.tok, self.normalize, texts, beam=beam, n_best=n_best,
                                  device=self.device, precision=self.precision)
-        return [self.answer(text, nbest, attention) for text, nbest in zip(texts, nbests)]
-
-    # continuous batching (nmt/serve_stream.py): lines join a running search and leave when they end
-    def search(self, beam: int, n_best: int):
-        """An empty search with ``translate``'s settings, for ``add`` and ``step``."""
-        from nmt.search import Beams
-
-        return Beams(self.model, beam, n_best=n_best)
-
-    def add(self, search, texts: Sequence[str], tags: Sequence) -> list:
-        """Let ``texts`` (named ``tags``) join ``search``; [(tag, n-best)] of those empty after normalization."""
-        import torch
-
-        from nmt.batching import make_batch
-        from nmt.decode import encode_sources
-        from nmt.device import autocast
-
-        ids = encode_sources(self.tok, self.normalize, texts)
-        todo = [i for i, s in enumerate(ids) if s]
-        if todo:
-            batch = make_batch([ids[i] for i in todo], None, todo).to(self.device)
-            with torch.no_grad(), autocast(self.device, self.precision):
-                search.add(batch, [tags[i] for i in todo])
-        return [(tag, [("", 0.0)]) for tag, s in zip(tags, ids) if not s]
-
-    def step(self, search) -> list:
-        """One step of ``search``: [(tag, n-best)] of the lines that ended."""
-        import torch
-
-        from nmt.device import autocast
-
-        with torch.no_grad(), autocast(self.device, self.precision):
-            done = search.step()
-        return [(tag, [(self.tok.decode_tgt(t), s) for t, s in nbest]) for tag, nbest in done]
-
-    def answer(self, text: str, nbest: Sequence[tuple[str, float]], attention: bool) -> dict:
-        """One line's result, with its attention if asked."""
-        from nmt.decode import align
-
-        att = None
-        if attention:
-            w, c, src_p, tgt_p = align(self.model, self.tok, self.normalize(text), nbest[0][0], self.device)
-            att = attention_json(w, c, src_p, tgt_p, self.cfg.model.attention.window)
-        return result(text, nbest, att)
+        out = []
+        for text, nbest in zip(texts, nbests):
+            att = None
+            if attention:
+                w, c, src_p, tgt_p = align(self.model, self.tok, self.normalize(text), nbest[0][0], self.device)
+                att = attention_json(w, c, src_p, tgt_p, self.cfg.model.attention.window)
+            out.append(result(text, nbest, att))
+        return out
 
 
 class OnnxEngine:

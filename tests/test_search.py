@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nmt.batching import make_batch
-from nmt.search import STOPS, Beams, beam_search, greedy, length_penalty, topk_rows
+from nmt.search import STOPS, beam_search, greedy, length_penalty, topk_rows
 from nmt.tokenizer import BOS, EOS, PAD, UNK
 
 SRC_V, TGT_V = 30, 25
@@ -88,28 +88,6 @@ def test_a_sentence_decodes_the_same_alone_or_in_a_batch(make_model, sources, be
     # and the order of the batch does not matter either
     rev = beam_search(model, batch_of(sources[::-1]), beam=beam)
     assert rev.tokens[::-1] == batched.tokens
-
-
-@pytest.mark.parametrize("mode,input_feeding", [("global", True), ("local_m", False), ("local_p", True)])
-@pytest.mark.parametrize("kw", [{"beam": 3}, {"beam": 4, "n_best": 2, "beta": 0.3, "stop": "exact"}])
-def test_sentences_joining_a_running_search_decode_as_alone(make_model, random_sources, mode, input_feeding, kw):
-    """Continuous batching (the server's): sentences that join ``Beams`` at later steps, longer or shorter than
-    those already decoding, get the hypotheses, scores and n-best lists they get when searched alone."""
-    model = make_model(SRC_V, TGT_V, mode=mode, window=2, seed=8, input_feeding=input_feeding, decoder_layers=2)
-    srcs = random_sources(10, 1, 14, SRC_V, seed=9)
-    beams, got, step = Beams(model, **kw), {}, 0
-    with torch.no_grad():
-        for at, group in ((0, [0, 1, 2]), (2, [3]), (3, [4, 5, 6]), (9, [7, 8]), (30, [9])):
-            while step < at and len(beams):
-                got.update(beams.step())
-                step += 1
-            beams.add(batch_of([srcs[i] for i in group]), group)
-        while len(beams):
-            got.update(beams.step())
-    for i, src in enumerate(srcs):
-        alone = beam_search(model, batch_of([src]), **kw)
-        assert [h for h, _ in got[i]] == [h for h, _ in alone.nbest[0]], i
-        assert [s for _, s in got[i]] == pytest.approx([s for _, s in alone.nbest[0]], abs=1e-5), i
 
 
 def test_beam_scores_are_normalized_log_probabilities(make_model, sources):

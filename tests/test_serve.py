@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from nmt.serve_batch import Batcher, QueueFull
-from nmt.serve_stream import Streamer
 
 SENTENCES = ["老师，您好！", "图书馆在学校里边。", "谢谢你！不客气。", "", "我们明天去北京。"]
 
@@ -150,94 +149,6 @@ def test_batcher_groups_by_key_and_isolates_failures():
     a, bad, c = _run(main())
     assert a == ["1:a", "1:b"] and c == ["2:c"] and isinstance(bad, ValueError)
     assert calls[0] == (1, ["a", "b", "bad"])  # one call for key 1, then one by one after it failed
-
-
-class CountingEngine:
-    """A fake engine for ``Streamer``: a line of n characters ends after n steps as its upper-cased self;
-    "bad" cannot join a search, "crash" crashes the step it is in."""
-
-    def __init__(self):
-        self.joins = []
-
-    def search(self, beam, n_best):
-        return FakeSearch()
-
-    def add(self, search, texts, tags):
-        self.joins.append(list(texts))
-        if "bad" in texts:
-            raise ValueError("cannot encode 'bad'")
-        for tag, t in zip(tags, texts):
-            if t:
-                search.tags.append(tag)
-                search.left.append(len(t))
-        return [(tag, [("", 0.0)]) for tag, t in zip(tags, texts) if not t]
-
-    def step(self, search):
-        time.sleep(0.005)
-        if any(n == 1 and job.texts[i] == "crash" for (job, i), n in zip(search.tags, search.left)):
-            raise RuntimeError("the step crashed")
-        search.left = [n - 1 for n in search.left]
-        done = [((job, i), [(job.texts[i].upper(), -1.0)]) for (job, i), n in zip(search.tags, search.left) if n == 0]
-        search.tags, search.left = [t for t, n in zip(search.tags, search.left) if n], [n for n in search.left if n]
-        return done
-
-    def answer(self, text, nbest, attention):
-        return nbest[0][0]
-
-
-class FakeSearch:
-    def __init__(self):
-        self.tags, self.left = [], []  # (job, line) and the steps it has left
-
-    def __len__(self):
-        return len(self.tags)
-
-    def clear(self):
-        self.tags, self.left = [], []
-
-
-def test_streamer_answers_lines_as_they_end_and_isolates_failures():
-    """Lines join the running search, each request gets its own lines back when its last one ends; a line that
-    cannot join fails its own request only, a step that crashes fails the requests of that search only."""
-    engine = CountingEngine()
-
-    async def main():
-        s = Streamer([engine], wait_ms=20)
-        s.start()
-        key, other = (0, 5, 1, False), (0, 4, 1, False)
-        first = asyncio.ensure_future(s.submit(key, ["aaaaaaaaaaaaaaaaaaaa"], 5))
-        await asyncio.sleep(0.05)  # the search is running when the next ones arrive
-        results = await asyncio.gather(s.submit(key, ["bb", "", "c"], 5), s.submit(key, ["bad"], 5),
-                                        s.submit(other, ["crash", "dd"], 5), return_exceptions=True)
-        later = await s.submit(other, ["ee"], 5)  # the crashed search is gone, a new one starts
-        long = await first
-        await s.stop()
-        return results, later, long, s
-
-    (short, bad, crashed), later, long, s = _run(main())
-    assert short == ["BB", "", "C"] and later == ["EE"] and long == ["A" * 20]
-    assert isinstance(bad, ValueError) and isinstance(crashed, RuntimeError)
-    assert ["bad"] in engine.joins  # alone, after its join failed
-    assert s.waiting_lines == 0 and s.batches >= 3
-
-
-def test_streamer_queue_limit_and_timeout():
-    engine = CountingEngine()
-
-    async def main():
-        s = Streamer([engine], wait_ms=50, max_queue=3)
-        s.start()
-        first = asyncio.ensure_future(s.submit((0, 2, 1, False), ["a" * 40, "b"], 5))
-        await asyncio.sleep(0)
-        with pytest.raises(QueueFull):
-            await s.submit((0, 2, 1, False), ["c", "d"], 5)
-        with pytest.raises(asyncio.TimeoutError):
-            await s.submit((0, 2, 1, False), ["e" * 30], 0.05)
-        result = await first
-        await s.stop()
-        return result
-
-    assert _run(main()) == ["A" * 40, "B"]
 
 
 def test_batcher_queue_limit_and_timeout():
