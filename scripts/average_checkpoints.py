@@ -47,8 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         checkpoint.save(average(paths), args.out)
     except (checkpoint.CheckpointError, OSError) as e:
-        print(f"average_checkpoints: error: {e}", file=sys.stderr)
-        return 1
+        sys.exit(f"average_checkpoints: error: {e}")  # to stderr, exit status 1
     print(f"averaged {len(paths)} checkpoints into {args.out}", file=sys.stderr)
     return 0
 

@@ -202,6 +202,8 @@ def main() -> int:
                                           list(corpus.dev["tgt"]), device, precisions=args.decode_precision)
 
     t = result["train"]
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
     print(f"{'config':<28}{args.config} {' '.join(args.overrides)}")
     print(f"{'CPU':<28}{hardware['model']}, {hardware['cores']} cores, {' '.join(hardware['flags']) or 'no AMX/AVX-512'}; "
           f"matmul peak fp32 {hardware['fp32_matmul_gflops']:.0f}, bf16 {hardware['bf16_matmul_gflops']:.0f} GFLOP/s")
@@ -213,8 +215,6 @@ def main() -> int:
     for name, d in result.get("decode", {}).items():
         print(f"{'decode ' + name:<28}{d['sents_per_s']:,.0f} sents/s   BLEU {d['bleu']:.2f}  chrF {d['chrf']:.2f}"
               f"   ({d['precision']})")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
     return 0
 
 
