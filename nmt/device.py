@@ -82,8 +82,9 @@ def cpu_info() -> dict:
 
 
 def cpu_trains_bf16_rnns() -> bool:
-    """Whether oneDNN here can train an LSTM under bf16 autocast: not on CPUs without avx512_bf16 and AMX
-    (AVX2 only, 2026-12-02: "could not create a primitive descriptor for the LSTM"), though it decodes there."""
+    """Whether oneDNN here can train an LSTM over a padded (unpacked) batch under bf16 autocast, as the decoder
+    without input feeding does: not on a CPU with AVX2 only (2026-12-02: "could not create a primitive descriptor
+    for the LSTM", though packed sequences and decoding worked), where bf16 matmuls are emulated anyway."""
     lstm = torch.nn.LSTM(4, 4, batch_first=True)
     try:
         with torch.enable_grad(), torch.autocast("cpu", torch.bfloat16):

@@ -99,8 +99,8 @@ def setup(tr: DictConfig, run_dir: Path) -> tuple[int, int, torch.device]:
     if tr.precision == "fp16" and device.type != "cuda":
         raise ConfigError(f"trainer.precision=fp16 needs a CUDA device (this run is on {device}); use bf16 or fp32")
     if tr.precision == "bf16" and device.type == "cpu" and not cpu_trains_bf16_rnns():
-        raise ConfigError("trainer.precision=bf16: this CPU's oneDNN cannot train a bf16 LSTM (it has neither avx512_bf16 "
-                          "nor AMX); use fp32, bf16_output or auto")
+        raise ConfigError("trainer.precision=bf16: this CPU (neither avx512_bf16 nor AMX) lacks oneDNN's bf16 LSTM training "
+                          "primitive and emulates bf16 matmuls; use fp32, bf16_output or auto")
     set_threads(tr.threads or max(1, available_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
     random.seed(tr.seed)
     torch.manual_seed(tr.seed)

@@ -30,6 +30,8 @@ def test_smoke_runs_every_part_and_writes_the_figures(cli_env, tmp_path, explain
         assert result[key]["train"]["tgt_tok_per_s"] > 0
     assert set(result["bench_small_bf16"]["decode"]) == {"greedy", "beam5"}
     paper = result["paper_bf16"]
-    assert paper["mean_batch_sents"] == 128 and 0 < paper["bf16_peak_fraction"] < 1
+    # a fraction of the bf16 matmul peak; on a CPU that emulates bf16 (0.27 GFLOP/s at the smoke's 256 x 256,
+    # 2 repeats) the model, whose packed LSTMs run at their own speed, can pass that noisy peak: no upper bound
+    assert paper["mean_batch_sents"] == 128 and paper["bf16_peak_fraction"] > 0
     for row in ("bench-small train fp32", "paper 4x1000 peak memory", "decode beam5 (dev)"):
         assert row in proc.stdout
