@@ -81,8 +81,9 @@ class Updater:
             return False
         state.nonfinite_skipped = 0
         progress = budget.progress(state.step, state.epoch + (u + 1) / n_updates)
+        lr = self.schedule.lr(state.step + 1, state.epoch, progress)
         for group in self.opt.param_groups:
-            group["lr"] = self.schedule.lr(state.step + 1, state.epoch, progress)
+            group["lr"] = lr
         self.scaler.step(self.opt)
         self.scaler.update()
         self.opt.zero_grad(set_to_none=True)
