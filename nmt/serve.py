@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -68,14 +69,14 @@ def answer(shape: str, queries: list[Query], results: list[list[dict]]) -> objec
 
 
 def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int = 5, wait_ms: float = 5.0,
-               batch_lines: int = 256) -> Starlette:
+               batch_lines: int = 256, workers: int = 1) -> Starlette:
     """The ASGI app serving ``engines`` (ids 0..n-1)."""
 
     def decode(key: tuple[int, int, int, bool], lines: Sequence[str]) -> list[dict]:
         model, b, n_best, attention = key
         return engines[model].translate(lines, b, n_best, attention)
 
-    batcher = Batcher(decode, wait_ms, batch_lines, limits.max_queue)
+    batcher = Batcher(decode, wait_ms, batch_lines, limits.max_queue, workers)
     started = time.time()
     counts = {"requests": 0, "lines": 0, "errors": 0}
 
@@ -143,11 +144,29 @@ def _error(counts: dict, status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status)
 
 
-def load_engines(runs: Sequence[str], onnx: Sequence[str], device: str, precision: str = "fp32") -> list[Engine]:
-    """Checkpoints first, then ONNX folders: their order gives the model ids."""
+def load_engines(runs: Sequence[str], onnx: Sequence[str], device: str, precision: str = "fp32",
+                 threads: int = 0) -> list[Engine]:
+    """Checkpoints first, then ONNX folders: their order gives the model ids. ``threads``: intra-op threads (0: all cores)."""
     from nmt.serve_engines import OnnxEngine, TorchEngine
 
-    return [TorchEngine(r, device, precision) for r in runs] + [OnnxEngine(o) for o in onnx]
+    return [TorchEngine(r, device, precision, threads) for r in runs] + [OnnxEngine(o, threads) for o in onnx]
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def default_workers(runs: Sequence[str], device: str) -> int:
+    """Two decoding threads on a CPU with two or more cores: the small batches of a server leave a second
+    intra-op thread mostly idle (Python and small ops), two batches side by side keep two cores busy.
+    One on a GPU, where a batch costs about the same at any small size."""
+    if runs:
+        from nmt.device import pick_device
+
+        if pick_device(device).type != "cpu":
+            return 1
+    return min(2, cores())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -163,6 +182,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--beam", type=int, default=5, help="beam size when a request gives none (default 5)")
     p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long to collect requests into a batch")
     p.add_argument("--batch-lines", type=int, default=256, help="at most this many lines decoded in one call")
+    p.add_argument("--workers", type=int, default=0,
+                   help="decoding threads, each decoding its own batch with cores / workers intra-op threads "
+                        "(default 0: two on a CPU with two or more cores, else one)")
     d = Limits()
     p.add_argument("--max-lines", type=int, default=d.max_lines, help="lines per request")
     p.add_argument("--max-chars", type=int, default=d.max_chars, help="characters per line")
@@ -173,19 +195,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not args.models and not args.onnx:
         p.error("give at least one model: a run directory, a checkpoint or --onnx DIR")
+    if args.workers < 0:
+        p.error(f"--workers must be 0 (the default for this machine) or more, got {args.workers}")
     if not 1 <= args.beam <= args.max_beam:
         p.error(f"--beam must be between 1 and --max-beam ({args.max_beam}), got {args.beam}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     limits = Limits(args.max_lines, args.max_chars, args.max_beam, args.max_body, args.timeout, args.max_queue)
     try:
-        engines = load_engines(args.models, args.onnx, args.device, args.precision)
+        workers = args.workers or default_workers(args.models, args.device)
+        engines = load_engines(args.models, args.onnx, args.device, args.precision, max(1, cores() // workers))
     except (OSError, ValueError, ImportError) as e:  # CheckpointError and ConfigError are ValueErrors
         print(f"nmt.serve: error: {e}", file=sys.stderr)
         return 1
     import uvicorn
 
-    app = create_app(engines, limits, args.beam, args.batch_wait_ms, args.batch_lines)
-    log.info("serving %d model(s) on http://%s:%d/", len(engines), args.host, args.port)
+    app = create_app(engines, limits, args.beam, args.batch_wait_ms, args.batch_lines, workers)
+    log.info("serving %d model(s) on http://%s:%d/ with %d decoding thread(s)", len(engines), args.host, args.port, workers)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 

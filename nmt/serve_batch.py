@@ -1,10 +1,11 @@
 """Micro-batching for the server: requests that arrive within a few milliseconds decode as one batch.
 
-Callers ``await batcher.submit(key, texts, timeout)``; one worker task collects the waiting
-requests for ``wait_ms``, groups them by ``key`` (requests with other search settings cannot
-share a beam search), decodes each group in one call on a single worker thread and hands every
-caller its own lines back. A group whose decode fails is decoded again request by request, so
-one bad request only fails itself.
+Callers ``await batcher.submit(key, texts, timeout)``; a task collects the waiting requests for
+``wait_ms``, groups them by ``key`` (requests with other search settings cannot share a beam
+search), decodes each group in one call on one of ``workers`` decoding threads and hands every
+caller its own lines back. While one thread decodes, the requests that come in meanwhile go to
+the next free one. A group whose decode fails is decoded again request by request, so one bad
+request only fails itself.
 """
 
 from __future__ import annotations
@@ -34,27 +35,33 @@ class _Job:
 
 
 class Batcher:
-    """Collects jobs for ``wait_ms``, then decodes at most ``max_lines`` lines per call."""
+    """Collects jobs for ``wait_ms``, then decodes at most ``max_lines`` lines per call, ``workers`` calls at a time."""
 
-    def __init__(self, decode: Decode, wait_ms: float = 5.0, max_lines: int = 256, max_queue: int = 2048):
+    def __init__(self, decode: Decode, wait_ms: float = 5.0, max_lines: int = 256, max_queue: int = 2048,
+                 workers: int = 1):
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
         self.decode, self.wait = decode, wait_ms / 1000.0
-        self.max_lines, self.max_queue = max_lines, max_queue
+        self.max_lines, self.max_queue, self.workers = max_lines, max_queue, workers
         self.pending: list[_Job] = []
         self.waiting_lines = 0
         self.batches = 0  # decode calls made
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nmt-decode")
+        self._free: asyncio.Semaphore | None = None  # decoding threads not busy
+        self._decoding: set[asyncio.Task] = set()
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nmt-decode")
 
     def start(self) -> None:
         """Start the worker on the running event loop."""
-        self._wake = asyncio.Event()
+        self._wake, self._free = asyncio.Event(), asyncio.Semaphore(self.workers)
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        tasks = [t for t in (self._task, *self._decoding) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def submit(self, key: Hashable, texts: Sequence[str], timeout: float) -> list:
@@ -89,12 +96,20 @@ class Batcher:
                 self._wake.clear()
                 await self._wake.wait()
             await asyncio.sleep(self.wait)  # let concurrent requests join the batch
-            jobs = self._take()
+            await self._free.acquire()  # requests keep joining while every thread is busy
+            task = loop.create_task(self._decode_jobs(loop, self._take()))
+            self._decoding.add(task)
+            task.add_done_callback(self._decoding.discard)
+
+    async def _decode_jobs(self, loop: asyncio.AbstractEventLoop, jobs: list[_Job]) -> None:
+        try:
             groups: dict[Hashable, list[_Job]] = {}
             for job in jobs:
                 groups.setdefault(job.key, []).append(job)
             for key, group in groups.items():
                 await self._decode_group(loop, key, group)
+        finally:
+            self._free.release()
 
     async def _decode_group(self, loop: asyncio.AbstractEventLoop, key: Hashable, group: list[_Job]) -> None:
         lines = [t for job in group for t in job.texts]

@@ -44,12 +44,12 @@ def attention_json(weights: np.ndarray, centres: Optional[np.ndarray], src_piece
 class TorchEngine:
     """A checkpoint decoded with ``nmt.translate`` (the same search as the command line)."""
 
-    def __init__(self, path: str, device: str = "auto", precision: str = "fp32"):
+    def __init__(self, path: str, device: str = "auto", precision: str = "fp32", threads: int = 0):
         from nmt.data.normalize import src_normalizer
         from nmt.decode import load_models
         from nmt.device import pick_device, set_threads, warn_slow_bf16
 
-        set_threads(0)
+        set_threads(threads)
         self.device, self.precision = pick_device(device), precision
         warn_slow_bf16(self.device, precision)
         models, self.tok, self.cfg = load_models([path], self.device)
@@ -78,10 +78,10 @@ class TorchEngine:
 class OnnxEngine:
     """An ``nmt.export --format onnx`` folder decoded with onnxruntime and numpy only."""
 
-    def __init__(self, folder: str):
+    def __init__(self, folder: str, threads: int = 0):
         from nmt.onnx_runtime import OnnxTranslator
 
-        self.translator = OnnxTranslator(folder)
+        self.translator = OnnxTranslator(folder, threads)
         meta = self.translator.meta
         self.info = {"name": str(folder), "backend": "onnx", "src_lang": meta["src_lang"], "tgt_lang": meta["tgt_lang"],
                      "attention": {"score": meta["score"], "mode": meta["mode"], "window": meta["window"]}}

@@ -282,8 +282,8 @@ def server(trained_run, cli_env, http):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    args = [trained_run, trained_run, "--device", "cpu", "--beam", "2", "--batch-wait-ms", "30", "--max-lines", "8",
-            "--max-chars", "200", "--max-body", "300000", "--timeout", "120"]
+    args = [trained_run, trained_run, "--device", "cpu", "--beam", "2", "--batch-wait-ms", "30", "--workers", "2",
+            "--max-lines", "8", "--max-chars", "200", "--max-body", "300000", "--timeout", "120"]
     proc = _start_server(args, cli_env, port)
     url = f"http://127.0.0.1:{port}"
     try:

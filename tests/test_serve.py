@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -173,6 +174,33 @@ def test_batcher_queue_limit_and_timeout():
     assert _run(main()) == (["a", "b"], ["f"])
 
 
+def test_batcher_workers_decode_batches_side_by_side():
+    """With two workers a batch that arrives while another decodes starts at once (each call waits at a
+    barrier for the other: with one worker it would time out)."""
+    barrier, calls = threading.Barrier(2, timeout=10), []
+
+    def decode(key, lines):
+        calls.append(list(lines))
+        barrier.wait()
+        return [t.upper() for t in lines]
+
+    async def main():
+        b = Batcher(decode, wait_ms=1, workers=2)
+        b.start()
+        first = asyncio.ensure_future(b.submit(0, ["a"], 30))
+        while not calls:  # "a" is being decoded
+            await asyncio.sleep(0.01)
+        second = await b.submit(0, ["b", "c"], 30)
+        result = await first, second
+        await b.stop()
+        return result
+
+    assert _run(main()) == (["A"], ["B", "C"])
+    assert calls == [["a"], ["b", "c"]]
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        Batcher(decode, workers=0)
+
+
 def test_load_script_bounded(server, tmp_path, cli_env, explain):
     """scripts/load_serve.py in a tiny form: 4 clients, 12 sentences, 4 malformed requests, 60 s at most."""
     import subprocess
@@ -198,5 +226,7 @@ def test_cli_errors_are_one_line(run_cli, tmp_path):
     assert proc.returncode == 1 and "nmt.serve: error:" in proc.stderr and "Traceback" not in proc.stderr
     proc = run_cli("nmt.serve")
     assert proc.returncode == 2 and "give at least one model" in proc.stderr
+    proc = run_cli("nmt.serve", tmp_path / "missing.pt", "--workers", "-1")
+    assert proc.returncode == 2 and "--workers must be 0" in proc.stderr
     proc = run_cli("nmt.serve", tmp_path / "missing.pt", "--precision", "fp16")
     assert proc.returncode == 2 and "invalid choice: 'fp16'" in proc.stderr
