@@ -179,7 +179,11 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
     every = sync_every or sync_interval(dev)
     stopped = torch.zeros(n, dtype=torch.bool, device=dev) if every > 1 else None  # (act,) done, not yet dropped
     stepper = Stepper(model, batch)
-    stepper.select(torch.arange(n, device=dev).repeat_interleave(K), sources=True)
+    # the first step has one live hypothesis per sentence: it runs on the sentences (kr = 1 row each), the
+    # beam's K rows from the second step on (kr = K); a vocabulary under 2K wide takes K rows from the start
+    kr = 1 if stepper.models[0].decoder.out.out_features >= 2 * K else K
+    if kr > 1:
+        stepper.select(torch.arange(n, device=dev).repeat_interleave(K), sources=True)
     limit_all = max_lengths(batch.src_lens, ratio, extra, cap)  # (n,)
     T = int(limit_all.max())
     positions = torch.arange(T + 1, device=dev, dtype=torch.float)
@@ -191,16 +195,16 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
     alive = torch.full((n, K), float("-inf"), device=dev)
     alive[:, 0] = 0.0  # only the first beam is live at the start
     seqs = torch.full((n, K, T + 1), EOS, dtype=torch.long, device=dev)
-    coverage = torch.zeros(n * K, batch.src.size(1), device=dev) if beta else None
-    src_mask = batch.src.ne(PAD).repeat_interleave(K, 0) if beta else None
-    y = torch.full((n * K,), BOS, dtype=torch.long, device=dev)
+    coverage = torch.zeros(n * kr, batch.src.size(1), device=dev) if beta else None
+    src_mask = batch.src.ne(PAD).repeat_interleave(kr, 0) if beta else None
+    y = torch.full((n * kr,), BOS, dtype=torch.long, device=dev)
     for t in range(T + 1):
         na = act.numel()
-        logp, a = stepper.step(y, positions[t : t + 1])  # (na*K, V)
+        logp, a = stepper.step(y, positions[t : t + 1])  # (na*kr, V)
         V = logp.size(1)
         logp[:, PAD] = float("-inf")
-        _force_eos(logp, (t >= limit).repeat_interleave(K))
-        cand = logp.view(na, K, V).add_(alive.unsqueeze(-1)).view(na, K * V)  # in place: logp is ours
+        _force_eos(logp, (t >= limit).repeat_interleave(kr))
+        cand = logp.view(na, kr, V).add_(alive[:, :kr].unsqueeze(-1)).view(na, kr * V)  # in place: logp is ours
         top, idx = topk_rows(cand, 2 * K)  # (na, 2K)
         origin, token = idx // V, idx % V
         is_eos = token == EOS
@@ -211,7 +215,7 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
         if stopped is not None or bool(is_eos.any()):
             new_fin = top / length_penalty(t + 1, alpha)
             if coverage is not None:
-                cov = coverage_penalty(coverage.masked_fill(~src_mask, 1.0), beta).view(na, K)  # (na, K)
+                cov = coverage_penalty(coverage.masked_fill(~src_mask, 1.0), beta).view(na, kr)  # (na, kr)
                 new_fin = new_fin + cov.gather(1, origin)
             new_fin = new_fin.masked_fill(~is_eos, float("-inf"))
             if stopped is not None:
@@ -226,7 +230,7 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
         seqs = seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, T + 1))
         seqs[:, :, t] = token
         done = _ended(stop, is_eos, fin_scores[act], alive, best_lp) | (t >= limit)  # (na,)
-        rows = (origin + torch.arange(na, device=dev).unsqueeze(1) * K).view(-1)  # (na*K,) parents
+        rows = (origin + torch.arange(na, device=dev).unsqueeze(1) * kr).view(-1)  # (na*K,) parents
         if stopped is not None:
             stopped = done = stopped | done
         drop = (t + 1) % every == 0 and bool(done.any())  # done sentences leave at a host sync
@@ -239,12 +243,12 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
             rows = rows.view(na, K)[keep_s].view(-1)
             if stopped is not None:
                 stopped = stopped[keep_s]
-            if src_mask is not None:
-                src_mask = src_mask[rows]
-        stepper.select(rows, sources=drop)
+        if src_mask is not None and (drop or kr < K):
+            src_mask = src_mask[rows]
+        stepper.select(rows, sources=drop or kr < K)
         if coverage is not None:
             coverage = coverage[rows]
-        y = token.view(-1)
+        y, kr = token.view(-1), K
     nbest = [[(_until_eos(seq), s) for k, (seq, s) in enumerate(zip(row_seqs, row_scores)) if k == 0 or s > -1e30]
              for row_seqs, row_scores in zip(fin_seqs[:, :n_best].tolist(), fin_scores[:, :n_best].tolist())]
     return Hypotheses([h[0][0] for h in nbest], [h[0][1] for h in nbest], nbest)
