@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import resource
@@ -35,8 +36,26 @@ def available_cores() -> int:
 
 
 def set_threads(threads: int = 0) -> None:
-    """One intra-op thread per core (0 = all cores); inter-op work is not worth a thread here."""
+    """One intra-op thread per core (0 = all cores); inter-op work is not worth a thread here. Also
+    ``keep_freed_memory``: every command that computes starts here."""
     torch.set_num_threads(max(1, threads or available_cores()))
+    keep_freed_memory()
+
+
+def keep_freed_memory() -> bool:
+    """Have glibc keep freed blocks for reuse rather than return them to the OS: a training step or a search
+    step frees and allocates blocks of megabytes (gates, logits over the vocabulary), and by default many
+    come back as fresh pages that fault in one by one (bench-small, 250 training steps: 1.63 M page faults,
+    0.19 M with this; 1-8 % more target tokens/s in alternating runs, 5 % faster beam search). The process holds up to 1 GB of
+    freed memory. False where the C library is not glibc or the MALLOC_ variables already say."""
+    if any(k in os.environ for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        # mallopt(M_MMAP_THRESHOLD = -3, 32 MB: the largest glibc allows), mallopt(M_TRIM_THRESHOLD = -1, 1 GB)
+        return bool(libc.mallopt(-3, 32 << 20)) and bool(libc.mallopt(-1, 1 << 30))
+    except (OSError, AttributeError):
+        return False
 
 
 def autocast(device: torch.device, precision: str):

@@ -1,4 +1,5 @@
-"""Device choice and its CUDA defaults: set where CUDA is picked, untouched (and CUDA unopened) for the CPU."""
+"""Device choice and its CUDA defaults (set where CUDA is picked, untouched and CUDA unopened for the CPU),
+and glibc keeping freed memory."""
 
 from __future__ import annotations
 
@@ -26,3 +27,41 @@ def test_picking_cuda_turns_on_tf32_matmuls(cuda_untouchable, matmul_precision):
     """fp32 on a GPU without TF32 runs its matmuls on the slow fp32 path (torch's default)."""
     assert pick_device("auto") == torch.device("cuda")
     assert matmul_precision() == "tf32"
+
+
+FAULTS = """
+import resource, sys, torch
+import nmt.device
+torch.set_num_threads(2)
+kept = sys.argv[1] == "keep" and nmt.device.keep_freed_memory()
+torch.manual_seed(0)
+rnn, out = torch.nn.LSTM(64, 128, batch_first=True), torch.nn.Linear(128, 2000)
+def step(T):  # a training step's pattern: blocks of other sizes every step
+    h, _ = rnn(torch.randn(48, T, 64))
+    torch.nn.functional.cross_entropy(out(h).flatten(0, 1), torch.randint(2000, (48 * T,))).backward()
+for T in range(5, 15):
+    step(T)
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for i in range(30):
+    step(5 + i % 10)
+print(kept, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+"""
+
+
+def test_freed_memory_is_reused_without_page_faults(cli_env):
+    """glibc keeps freed blocks: steps of a training-like loop fault far fewer pages in (fresh processes)."""
+    import subprocess
+    import sys
+
+    def faults(mode: str) -> tuple[str, int]:
+        env = {k: v for k, v in cli_env.items() if not k.startswith("MALLOC_")}
+        out = subprocess.run([sys.executable, "-c", FAULTS, mode], capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        kept, n = out.stdout.split()
+        return kept, int(n)
+
+    kept, with_it = faults("keep")
+    if kept != "True":
+        pytest.skip("not glibc: mallopt is not there")
+    _, without = faults("default")
+    assert with_it * 3 < without, (with_it, without)
