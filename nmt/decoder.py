@@ -17,6 +17,7 @@ from nmt.encoder import RNNS, Dropout
 from nmt.vocab import PAD
 
 State = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]  # (layers, batch, hidden) [h, c]
+TABLE_MAX = 1 << 24  # elements of the search's embedding table (64 MB in fp32): bench-small's is 4.1 M
 
 
 @dataclass
@@ -52,6 +53,7 @@ class Decoder(nn.Module):
         self.dropout = Dropout(dropout)
         self.rnn_dropout = Dropout(dropout if layers > 1 else 0.0)  # between stacked layers
         self.out = nn.Linear(hidden, vocab)  # W_s
+        self._search_cache: Optional[tuple] = None  # (parameter versions, step_weights(), embedding table)
 
     def forward(self, tgt_in: torch.Tensor, state: State, src: Source,
                 keep_attention: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
@@ -84,11 +86,16 @@ class Decoder(nn.Module):
         return torch.cat(outs, 1), torch.cat(weights, 1), p_all
 
     def step(self, y_prev: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor,
-             weights: Optional[list] = None) -> tuple[torch.Tensor, torch.Tensor, State, torch.Tensor, Optional[torch.Tensor]]:
-        """One search step from y_prev (batch,), feed h̃_{t-1} (batch, 1, hidden), position (1,) t and ``step_weights()``:
-        log-probabilities (batch, vocab), h̃_t (batch, 1, hidden), the state, weights (batch, 1, src_len), p_t or None."""
+             weights: Optional[list] = None, table: Optional[torch.Tensor] = None
+             ) -> tuple[torch.Tensor, torch.Tensor, State, torch.Tensor, Optional[torch.Tensor]]:
+        """One search step from y_prev (batch,), feed h̃_{t-1} (batch, 1, hidden), position (1,) t and ``step_weights()``
+        (``table``: see ``search_weights``, in eval mode): log-probabilities (batch, vocab), h̃_t (batch, 1, hidden),
+        the state, weights (batch, 1, src_len), p_t or None."""
         w = self.step_weights() if weights is None else weights
-        x = self._project_inputs(self.dropout(self.embed(y_prev)), w)  # (batch, gates)
+        if table is not None:
+            x = table.index_select(0, y_prev)  # (batch, 4H)
+        else:
+            x = self._project_inputs(self.dropout(self.embed(y_prev)), w)  # (batch, gates)
         feed, state, a, p = self._step(x, feed, state, src, position, w)
         if w is not None:
             state = (torch.stack(state[0]), torch.stack(state[1]))
@@ -108,6 +115,27 @@ class Decoder(nn.Module):
             W = torch.cat([getattr(r, f"weight_ih_l{l}"), getattr(r, f"weight_hh_l{l}")], 1)  # (4H, 2H)
             w.append((W, getattr(r, f"bias_ih_l{l}") + getattr(r, f"bias_hh_l{l}")))
         return w
+
+    def train(self, mode: bool = True) -> Decoder:
+        if mode:
+            self._search_cache = None
+        return super().train(mode)
+
+    @torch.no_grad()
+    def search_weights(self) -> tuple[Optional[list], Optional[torch.Tensor]]:
+        """``step_weights()`` and, for the written-out LSTM, the embedding table through layer 0's input
+        projection (vocab, 4H; dropout is off in eval), so a search step gathers rows instead of
+        projecting. Cached until the model goes back to training (fused optimizer steps leave no trace on
+        the parameters' version counters) or a parameter is replaced or written in place (a load). No
+        table past TABLE_MAX elements (a large vocabulary × hidden): those project at every step."""
+        key = tuple((p.data_ptr(), p._version) for p in self.parameters())
+        if self._search_cache is None or self._search_cache[0] != key:
+            w, table = self.step_weights(), None
+            if w is not None and self.embed.num_embeddings * w[0][0].size(0) <= TABLE_MAX:
+                with torch.autocast(self.embed.weight.device.type, enabled=False):  # fp32 under bf16 decoding too
+                    table = self._project_inputs(self.embed.weight, w)  # (vocab, 4H)
+            self._search_cache = (key, w, table)
+        return self._search_cache[1], self._search_cache[2]
 
     def _project_inputs(self, emb: torch.Tensor, w) -> torch.Tensor:
         """Layer 0's input projection of the embeddings (LSTM); the embeddings themselves otherwise."""

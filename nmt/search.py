@@ -47,13 +47,15 @@ class Stepper:
             source, state = m.encode(batch.src, batch.src_lens, batch.host_lens)
             feed = source.memory.new_zeros(batch.size, 1, m.decoder.hidden)  # h̃_0
             self.parts.append([source, state, feed])
-        self.weights = [m.decoder.step_weights() for m in self.models]  # once, not at every step
+        # once, not at every step; cached across batches in eval mode
+        self.weights = [m.decoder.search_weights() if not m.training else (m.decoder.step_weights(), None)
+                        for m in self.models]
 
     def step(self, y: torch.Tensor, position: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probabilities (rows, vocab) of the next token and attention weights (rows, src_len)."""
         logps, weights = [], []
         for m, part, w in zip(self.models, self.parts, self.weights):
-            logp, part[2], part[1], a, _ = m.decoder.step(y, part[2], part[1], part[0], position, w)
+            logp, part[2], part[1], a, _ = m.decoder.step(y, part[2], part[1], part[0], position, *w)
             logps.append(logp)
             weights.append(a.squeeze(1) if a is not None else None)
         if len(logps) == 1:

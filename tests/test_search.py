@@ -128,7 +128,7 @@ def bigram_model(make_model, monkeypatch):
         for tok, prob in row.items():
             table[prev, tok] = math.log(prob)
 
-    def step(y_prev, feed, state, src, position, weights=None):
+    def step(y_prev, feed, state, src, position, weights=None, search_table=None):
         return table[y_prev].clone(), feed, state, None, None
 
     monkeypatch.setattr(model.decoder, "step", step)
@@ -330,3 +330,30 @@ def test_search_syncs_with_the_host_once_per_interval(make_model, random_sources
     beam_search(model, batch, beam=beam, sync_every=8)
     assert len(steps) >= 24
     assert len(reads) <= 3 * (len(steps) // 8 + 1) + 1  # ≤ 3 reads a sync (any, all, nonzero), plus T
+
+
+def test_the_search_cache_follows_the_weights(make_model, sources):
+    """The cached step weights and embedding table (input feeding, eval) are rebuilt after fused Adam steps
+    (which leave the version counters alone) and after a load; with them the search is what it is without."""
+    model = make_model(SRC_V, TGT_V, input_feeding=True, decoder_layers=2)
+    batch = batch_of(sources)
+
+    def fresh():
+        model.decoder._search_cache = None
+        return beam_search(model, batch, beam=3)
+
+    first = beam_search(model, batch, beam=3)
+    assert model.decoder._search_cache is not None and first == fresh()
+    w, table = model.decoder.search_weights()
+    assert torch.allclose(table[5], model.decoder._project_inputs(model.decoder.embed.weight[5], w), atol=1e-6)
+    model.train()
+    opt = torch.optim.Adam(model.parameters(), lr=0.05, fused=True)
+    logits, _ = model(batch.src, batch.src_lens, batch.host_lens, batch.src[:, :4].clamp(max=TGT_V - 1))
+    logits.logsumexp(-1).mean().backward()
+    opt.step()
+    model.eval()
+    after_step = beam_search(model, batch, beam=3)
+    assert after_step == fresh() and after_step != first
+    model.load_state_dict(make_model(SRC_V, TGT_V, input_feeding=True, decoder_layers=2, seed=1).state_dict())
+    after_load = beam_search(model, batch, beam=3)
+    assert after_load == fresh() and after_load != after_step
