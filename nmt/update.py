@@ -96,9 +96,9 @@ class Updater:
         self.window = [self.window[0] + n_src, self.window[1] + n_tgt, self.window[2] + 1]
         self.total_tgt_tokens += n_tgt
         sync = self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext()
-        with sync, autocast(self.device, self.tr.precision):
-            loss = batch_loss(self.ddp or self.model, batch.to(self.device), self.tr.label_smoothing)
-        with sync:
+        with sync:  # one context: DDP's no_sync() cannot be entered twice
+            with autocast(self.device, self.tr.precision):
+                loss = batch_loss(self.ddp or self.model, batch.to(self.device), self.tr.label_smoothing)
             self.scaler.scale(loss / self.tr.accum_steps).backward()
         self.loss_sum += loss.detach()
 

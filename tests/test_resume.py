@@ -159,17 +159,17 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
 
 
 def test_ddp_two_processes_match_one_with_the_same_global_batch(cli_env, run_cli, tmp_path, explain):
-    """torchrun with 2 CPU processes (gloo) against one process accumulating 2 batches per update:
+    """torchrun with 2 CPU processes (gloo) accumulating 2 batches each against one process accumulating 4:
     the same batches, the same averaged gradient, so the same weights after 12 updates."""
     common = ["trainer.max_steps=12", "trainer.valid_every=12", "trainer.log_every=4", "model.dropout=0.0"]
     single = tmp_path / "single"
-    proc = train(run_cli, single, *common, "trainer.accum_steps=2")
+    proc = train(run_cli, single, *common, "trainer.accum_steps=4")
     assert proc.returncode == 0, explain(proc)
     ddp = tmp_path / "ddp"
     env = dict(cli_env, OMP_NUM_THREADS="1")
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port", "29517",
-         "-m", "nmt.train", *BASE, *common, f"hydra.run.dir={ddp}"],
+         "-m", "nmt.train", *BASE, *common, "trainer.accum_steps=2", f"hydra.run.dir={ddp}"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
