@@ -35,10 +35,11 @@ class _Job:
 
 
 class Batcher:
-    """Collects jobs for ``wait_ms``, then decodes at most ``max_lines`` lines per call, ``workers`` calls at a time."""
+    """Collects jobs for ``wait_ms``, then decodes at most ``max_lines`` lines per call, ``workers`` calls at a time
+    (``init`` runs first in each decoding thread)."""
 
     def __init__(self, decode: Decode, wait_ms: float = 5.0, max_lines: int = 256, max_queue: int = 2048,
-                 workers: int = 1):
+                 workers: int = 1, init: Callable[[], None] | None = None):
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
         self.decode, self.wait = decode, wait_ms / 1000.0
@@ -50,7 +51,7 @@ class Batcher:
         self._task: asyncio.Task | None = None
         self._free: asyncio.Semaphore | None = None  # decoding threads not busy
         self._decoding: set[asyncio.Task] = set()
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nmt-decode")
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nmt-decode", initializer=init)
 
     def start(self) -> None:
         """Start the worker on the running event loop."""

@@ -42,14 +42,16 @@ def attention_json(weights: np.ndarray, centres: Optional[np.ndarray], src_piece
 
 
 class TorchEngine:
-    """A checkpoint decoded with ``nmt.translate`` (the same search as the command line)."""
+    """A checkpoint decoded with ``nmt.translate`` (the same search as the command line). ``threads``:
+    intra-op threads of each decoding thread (0: all cores), set there by ``use_threads``."""
 
     def __init__(self, path: str, device: str = "auto", precision: str = "fp32", threads: int = 0):
         from nmt.data.normalize import src_normalizer
         from nmt.decode import load_models
-        from nmt.device import pick_device, set_threads, warn_slow_bf16
+        from nmt.device import available_cores, keep_freed_memory, pick_device, warn_slow_bf16
 
-        set_threads(threads)
+        keep_freed_memory()
+        self.threads = max(1, threads or available_cores())
         self.device, self.precision = pick_device(device), precision
         warn_slow_bf16(self.device, precision)
         models, self.tok, self.cfg = load_models([path], self.device)
@@ -59,6 +61,12 @@ class TorchEngine:
         self.info = {"name": str(path), "backend": "torch", "src_lang": self.cfg.data.src_lang,
                      "tgt_lang": self.cfg.data.tgt_lang, "precision": precision,
                      "attention": {"score": a.score, "mode": a.mode, "window": a.window}}
+
+    def use_threads(self) -> None:
+        """Give the calling (decoding) thread its intra-op threads."""
+        import torch
+
+        torch.set_num_threads(self.threads)
 
     def translate(self, texts: Sequence[str], beam: int, n_best: int, attention: bool) -> list[dict]:
         from nmt.decode import align, translate_nbest

@@ -125,6 +125,29 @@ def test_bf16_engine_answers_like_fp32(trained_run, reference):
     assert all(len(r["attention"]["weights"]) == len(r["attention"]["tgt_pieces"]) for r in rows)
 
 
+def test_decoding_threads_get_the_engines_intra_op_threads(trained_run):
+    """``create_app`` runs each engine's ``use_threads`` first in every decoding thread: there the
+    engine's intra-op threads, while the thread that loaded it keeps its own count (``nmt.serve`` sets 1)."""
+    from starlette.testclient import TestClient
+
+    from nmt.serve import create_app
+    from nmt.serve_engines import TorchEngine
+
+    before = torch.get_num_threads()
+    engine = TorchEngine(str(trained_run), "cpu", threads=3)
+    seen = []
+    translate = engine.translate
+    engine.translate = lambda *a: seen.append((threading.current_thread().name, torch.get_num_threads())) or translate(*a)
+    try:
+        with TestClient(create_app([engine], workers=1)) as client:
+            answer = client.post("/translate", json={"text": [SENTENCES[0]], "beam": 2})
+        assert answer.status_code == 200 and answer.json()["translations"][0]["src"] == SENTENCES[0]
+        assert len(seen) == 1 and seen[0][0].startswith("nmt-decode") and seen[0][1] == 3
+        assert torch.get_num_threads() == before
+    finally:
+        torch.set_num_threads(before)
+
+
 # --------------------------------------------------------------------------- the batcher alone
 def _run(coro):
     return asyncio.run(coro)
