@@ -102,15 +102,18 @@ class Decoder(nn.Module):
         logp = torch.log_softmax(self.out(feed).squeeze(1).float(), dim=-1)  # (batch, vocab)
         return logp, feed, state, a, p
 
-    # The input-feeding LSTM's cell is written out with the nn.LSTM's own parameters: the embedding
-    # half of layer 0's input projection is then one matmul over all steps, and each layer's step
-    # one matmul over [input; h].
+    # The LSTM's cell is written out with the nn.LSTM's own parameters: the embedding half of layer 0's
+    # input projection is then one matmul over all steps (a table lookup in search), and each layer's
+    # step one matmul over [input; h]. Training without input feeding runs the nn.LSTM over the whole
+    # target instead; its search steps the written-out cell (one nn.LSTM call per step and layer cost
+    # 3-4x an addmm through oneDNN).
     def step_weights(self) -> Optional[list[tuple[torch.Tensor, Optional[torch.Tensor]]]]:
-        """The per-layer [input; h] weight matrices and biases of the input-feeding LSTM (None otherwise)."""
-        if not self.input_feeding or self.rnn.mode != "LSTM":
+        """The per-layer [input; h] weight matrices and biases of an LSTM decoder (None for GRU and RNN)."""
+        if self.rnn.mode != "LSTM":
             return None
         r, E = self.rnn, self.embed.embedding_dim
-        w = [(torch.cat([r.weight_ih_l0[:, E:], r.weight_hh_l0], 1), None)]  # (4H, 2H): [feed; h]
+        first = torch.cat([r.weight_ih_l0[:, E:], r.weight_hh_l0], 1) if self.input_feeding else r.weight_hh_l0
+        w = [(first, None)]  # (4H, 2H) over [feed; h], or (4H, H) over h without input feeding
         for l in range(1, r.num_layers):
             W = torch.cat([getattr(r, f"weight_ih_l{l}"), getattr(r, f"weight_hh_l{l}")], 1)  # (4H, 2H)
             w.append((W, getattr(r, f"bias_ih_l{l}") + getattr(r, f"bias_hh_l{l}")))
@@ -153,9 +156,10 @@ class Decoder(nn.Module):
         else:
             h0, c0 = state
             hs, cs = [], []
-            inp = feed.squeeze(1)  # (batch, hidden)
+            inp = feed.squeeze(1) if self.input_feeding else None  # (batch, hidden)
             for l, (W, b) in enumerate(w):
-                gates = torch.addmm(x if l == 0 else b, torch.cat([inp, h0[l]], -1), W.t())  # (batch, 4H)
+                rec = h0[l] if inp is None else torch.cat([inp, h0[l]], -1)  # (batch, H or 2H)
+                gates = torch.addmm(x if l == 0 else b, rec, W.t())  # (batch, 4H)
                 i, f, g, o = gates.chunk(4, -1)
                 c = torch.sigmoid(f) * c0[l] + torch.sigmoid(i) * torch.tanh(g)
                 hl = torch.sigmoid(o) * torch.tanh(c)
