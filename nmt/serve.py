@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -68,20 +69,22 @@ def answer(shape: str, queries: list[Query], results: list[list[dict]]) -> objec
     return [[rows[i] for i in sorted(rows)]]
 
 
+def use_threads(engines: Sequence[Engine]) -> None:
+    """First thing in each decoding thread: the checkpoints' intra-op threads."""
+    for e in engines:
+        if hasattr(e, "use_threads"):
+            e.use_threads()
+
+
 def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int = 5, wait_ms: float = 5.0,
                batch_lines: int = 256, workers: int = 1) -> Starlette:
     """The ASGI app serving ``engines`` (ids 0..n-1)."""
-
-    def init() -> None:  # first thing in each decoding thread
-        for e in engines:
-            if hasattr(e, "use_threads"):
-                e.use_threads()
 
     def decode(key: tuple[int, int, int, bool], lines: Sequence[str]) -> list[dict]:
         model, b, n_best, attention = key
         return engines[model].translate(lines, b, n_best, attention)
 
-    batcher = Batcher(decode, wait_ms, batch_lines, limits.max_queue, workers, init)
+    batcher = Batcher(decode, wait_ms, batch_lines, limits.max_queue, workers, functools.partial(use_threads, engines))
     started = time.time()
     counts = {"requests": 0, "lines": 0, "errors": 0}
 
@@ -181,9 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=5000)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (checkpoints only)")
-    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                   help="checkpoints: decode in fp32 (default) or bf16 autocast, faster in a warm process on GPUs and "
-                        "CPUs with AMX/avx512_bf16; outputs may differ slightly")
+    p.add_argument("--precision", choices=("fp32", "bf16", "bf16_output"), default="fp32",
+                   help="checkpoints: decode in fp32 (default), bf16 autocast (faster in a warm process on GPUs and CPUs "
+                        "with AMX/avx512_bf16, at large batches) or bf16_output (only the vocabulary projection in bf16: "
+                        "such CPUs, small batches too); outputs may differ slightly")
     p.add_argument("--beam", type=int, default=5, help="beam size when a request gives none (default 5)")
     p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long to collect requests into a batch")
     p.add_argument("--batch-lines", type=int, default=256, help="at most this many lines decoded in one call")
