@@ -32,16 +32,18 @@ def translate_nbest(models: Models, tok: Tokenizer, normalize: Callable[[str], s
                     progress: Optional[Callable[[int], None]] = None, precision: str = "fp32") -> list[list[tuple[str, float]]]:
     """The ``n_best`` translations of each raw source line with their scores, best first, in input order;
     a line empty after normalization gets one empty translation. ``progress(n)`` hears of n lines done.
-    ``precision`` bf16 decodes under autocast (scores stay fp32; outputs may differ slightly)."""
+    ``precision`` bf16 decodes under autocast, bf16_output only the vocabulary projection in bf16 (scores stay
+    fp32; outputs may differ slightly)."""
     ids = [s[:MAX_SRC_PIECES] for s in tok.encode_src([normalize(t) for t in texts])]
     out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in texts]
     todo = [i for i, s in enumerate(ids) if s]
     if progress is not None and len(todo) < len(texts):
         progress(len(texts) - len(todo))
     group = [models] if isinstance(models, Seq2Seq) else list(models)
-    was_training = [m.training for m in group]
+    was = [(m.training, m.bf16_output) for m in group]
     for m in group:
         m.eval()
+        m.bf16_output = precision == "bf16_output"
     budget = max(batch_tokens // beam, MAX_SRC_PIECES)
     for batch in inference_batches([ids[i] for i in todo], budget, max(1, batch_sentences)):
         with autocast(device, precision):
@@ -50,8 +52,9 @@ def translate_nbest(models: Models, tok: Tokenizer, normalize: Callable[[str], s
             out[todo[row]] = [(tok.decode_tgt(toks), score) for toks, score in nbest]
         if progress is not None:
             progress(batch.size)
-    for m, training in zip(group, was_training):
+    for m, (training, bf16_output) in zip(group, was):
         m.train(training)
+        m.bf16_output = bf16_output
     return out
 
 

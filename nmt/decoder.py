@@ -53,7 +53,7 @@ class Decoder(nn.Module):
         self.dropout = Dropout(dropout)
         self.rnn_dropout = Dropout(dropout if layers > 1 else 0.0)  # between stacked layers
         self.out = nn.Linear(hidden, vocab)  # W_s
-        self._search_cache: Optional[tuple] = None  # (parameter versions, step_weights(), embedding table)
+        self._search_cache: Optional[list] = None  # [parameter versions, step_weights(), embedding table, bf16 W_s]
 
     def forward(self, tgt_in: torch.Tensor, state: State, src: Source,
                 keep_attention: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
@@ -86,11 +86,11 @@ class Decoder(nn.Module):
         return torch.cat(outs, 1), torch.cat(weights, 1), p_all
 
     def step(self, y_prev: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor,
-             weights: Optional[list] = None, table: Optional[torch.Tensor] = None
+             weights: Optional[list] = None, table: Optional[torch.Tensor] = None, out: Optional[tuple] = None
              ) -> tuple[torch.Tensor, torch.Tensor, State, torch.Tensor, Optional[torch.Tensor]]:
         """One search step from y_prev (batch,), feed h̃_{t-1} (batch, 1, hidden), position (1,) t and ``step_weights()``
-        (``table``: see ``search_weights``, in eval mode): log-probabilities (batch, vocab), h̃_t (batch, 1, hidden),
-        the state, weights (batch, 1, src_len), p_t or None."""
+        (``table``, ``out``: see ``search_weights``, in eval mode): log-probabilities (batch, vocab), h̃_t (batch, 1,
+        hidden), the state, weights (batch, 1, src_len), p_t or None."""
         w = self.step_weights() if weights is None else weights
         if table is not None:
             x = table.index_select(0, y_prev)  # (batch, 4H)
@@ -99,7 +99,8 @@ class Decoder(nn.Module):
         feed, state, a, p = self._step(x, feed, state, src, position, w)
         if w is not None:
             state = (torch.stack(state[0]), torch.stack(state[1]))
-        logp = torch.log_softmax(self.out(feed).squeeze(1).float(), dim=-1)  # (batch, vocab)
+        logits = self.out(feed) if out is None else nn.functional.linear(feed.to(out[0].dtype), *out)
+        logp = torch.log_softmax(logits.squeeze(1).float(), dim=-1)  # (batch, vocab)
         return logp, feed, state, a, p
 
     # The LSTM's cell is written out with the nn.LSTM's own parameters: the embedding half of layer 0's
@@ -125,20 +126,23 @@ class Decoder(nn.Module):
         return super().train(mode)
 
     @torch.no_grad()
-    def search_weights(self) -> tuple[Optional[list], Optional[torch.Tensor]]:
-        """``step_weights()`` and, for the written-out LSTM, the embedding table through layer 0's input
-        projection (vocab, 4H; dropout is off in eval), so a search step gathers rows instead of
-        projecting. Cached until the model goes back to training (fused optimizer steps leave no trace on
-        the parameters' version counters) or a parameter is replaced or written in place (a load). No
-        table past TABLE_MAX elements (a large vocabulary × hidden): those project at every step."""
+    def search_weights(self, bf16_output: bool = False) -> tuple[Optional[list], Optional[torch.Tensor], Optional[tuple]]:
+        """``step_weights()``; for the written-out LSTM the embedding table through layer 0's input projection
+        (vocab, 4H; dropout is off in eval), so a search step gathers rows instead of projecting; and with
+        ``bf16_output`` W_s and its bias in bf16 (decoding precision bf16_output: the vocabulary projection on
+        bf16 matrix units, the rest fp32). Cached until the model goes back to training (fused optimizer steps
+        leave no trace on the parameters' version counters) or a parameter is replaced or written in place
+        (a load). No table past TABLE_MAX elements (a large vocabulary × hidden): those project at every step."""
         key = tuple((p.data_ptr(), p._version) for p in self.parameters())
         if self._search_cache is None or self._search_cache[0] != key:
             w, table = self.step_weights(), None
             if w is not None and self.embed.num_embeddings * w[0][0].size(0) <= TABLE_MAX:
                 with torch.autocast(self.embed.weight.device.type, enabled=False):  # fp32 under bf16 decoding too
                     table = self._project_inputs(self.embed.weight, w)  # (vocab, 4H)
-            self._search_cache = (key, w, table)
-        return self._search_cache[1], self._search_cache[2]
+            self._search_cache = [key, w, table, None]
+        if bf16_output and self._search_cache[3] is None:
+            self._search_cache[3] = (self.out.weight.bfloat16(), self.out.bias.bfloat16())
+        return self._search_cache[1], self._search_cache[2], self._search_cache[3] if bf16_output else None
 
     def _project_inputs(self, emb: torch.Tensor, w) -> torch.Tensor:
         """Layer 0's input projection of the embeddings (LSTM); the embeddings themselves otherwise."""

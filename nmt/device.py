@@ -76,9 +76,10 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-PRECISIONS = ("fp32", "bf16")  # of decoding (nmt.translate, nmt.evaluate)
-PRECISION_HELP = ("decode in fp32 (default) or bf16 autocast: bf16 can be faster on GPUs and on CPUs with AMX/avx512_bf16, "
-                  "mostly in long-running processes (elsewhere likely slower); outputs may differ slightly")
+PRECISIONS = ("fp32", "bf16", "bf16_output")  # of decoding (nmt.translate, nmt.evaluate)
+PRECISION_HELP = ("decode in fp32 (default), bf16 autocast, or bf16_output: only the vocabulary projection in bf16, the rest "
+                  "fp32. bf16 can be faster on GPUs and on CPUs with AMX/avx512_bf16, bf16_output on such CPUs also at small "
+                  "batches (elsewhere both likely slower); outputs may differ slightly")
 NATIVE_BF16 = ("amx_bf16", "avx512_bf16")  # CPU flags with bf16 matrix instructions
 
 
@@ -115,5 +116,5 @@ def cpu_trains_bf16_rnns() -> bool:
 
 def warn_slow_bf16(device: torch.device, precision: str) -> None:
     """Warn that bf16 on a CPU without bf16 matrix instructions is emulated, so likely slower than fp32."""
-    if precision == "bf16" and device.type == "cpu" and not cpu_info()["native_bf16"]:
+    if precision in ("bf16", "bf16_output") and device.type == "cpu" and not cpu_info()["native_bf16"]:
         logging.getLogger("nmt").warning("bf16 on a CPU without AMX/avx512_bf16 will likely be slower than fp32")

@@ -48,7 +48,7 @@ class Stepper:
             feed = source.memory.new_zeros(batch.size, 1, m.decoder.hidden)  # h̃_0
             self.parts.append([source, state, feed])
         # once, not at every step; cached across batches in eval mode
-        self.weights = [m.decoder.search_weights() if not m.training else (m.decoder.step_weights(), None)
+        self.weights = [m.decoder.search_weights(m.bf16_output) if not m.training else (m.decoder.step_weights(), None, None)
                         for m in self.models]
 
     def step(self, y: torch.Tensor, position: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -165,7 +165,7 @@ def main() -> int:
     p.add_argument("--no-decode", action="store_true")
     p.add_argument("--decode-precision", default="fp32", type=lambda v: v.split(","),
                    help="decoding precision(s), comma-separated: fp32 (default; keys greedy, beam5, beam5_first), "
-                        "bf16 (keys greedy_bf16, ...): e.g. fp32,bf16")
+                        "bf16 (keys greedy_bf16, ...), bf16_output (greedy_bf16_output, ...): e.g. fp32,bf16")
     p.add_argument("overrides", nargs="*", help="extra config overrides, key=value")
     args = p.parse_args()
     if any(d not in PRECISIONS for d in args.decode_precision):

@@ -2,6 +2,7 @@
 
     python scripts/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --out outputs/side_by_side
     python scripts/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --smoke      # ~15 minutes
+    python scripts/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --peers onmt --decode-precision fp32,bf16
 
 Each round: our 15-minute budget run (``nmt.train +experiment=bench_small``), then for each peer
 our throughput and decoding benchmark (``scripts/benchmark.py``, decoding the budget run's model)
@@ -48,7 +49,8 @@ def ours_bench(args, folder: Path, checkpoint: str, tag: str) -> dict:
     out = folder / f"ours_{tag}.json"
     steps = ["--steps", "50", "--warmup", "10"] if args.smoke else []
     run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--config", "bench_small", "--data", str(args.data),
-         "--checkpoint", checkpoint, "--json", str(out), *steps], log=folder / f"ours_{tag}.log")
+         "--checkpoint", checkpoint, "--json", str(out), "--decode-precision", args.decode_precision, *steps],
+        log=folder / f"ours_{tag}.log")
     return json.loads(out.read_text())
 
 
@@ -63,22 +65,38 @@ def peer_bench(args, folder: Path, peer: str) -> dict:
     return result
 
 
-def figures_ours(bench: dict, budget: dict) -> dict:
+DECODE_KEYS = ("bleu_greedy", "bleu_beam5", "decode_greedy_sents_per_s", "decode_beam5_sents_per_s",
+               "bleu_beam5_first", "decode_beam5_first_sents_per_s")
+
+
+def extra_precisions(args) -> list[str]:
+    """Our decoding precisions besides fp32 (their figures get a suffix, _bf16, and face the peers' fp32)."""
+    return [p for p in args.decode_precision.split(",") if p != "fp32"]
+
+
+def figures_ours(bench: dict, budget: dict, extra: list[str]) -> dict:
     d = bench["decode"]
-    return {"train_tgt_tok_per_s": bench["train"]["tgt_tok_per_s"], "peak_rss_mb": bench["train"]["peak_rss_mb"],
-            "budget_steps": budget["steps"], "bleu_greedy": d["greedy"]["bleu"], "bleu_beam5": d["beam5"]["bleu"],
-            "decode_greedy_sents_per_s": d["greedy"]["sents_per_s"], "decode_beam5_sents_per_s": d["beam5"]["sents_per_s"],
-            "bleu_beam5_first": d["beam5_first"]["bleu"], "decode_beam5_first_sents_per_s": d["beam5_first"]["sents_per_s"]}
+    out = {"train_tgt_tok_per_s": bench["train"]["tgt_tok_per_s"], "peak_rss_mb": bench["train"]["peak_rss_mb"],
+           "budget_steps": budget["steps"]}
+    for suffix in ["", *(f"_{p}" for p in extra)]:
+        g, b, f = d["greedy" + suffix], d["beam5" + suffix], d["beam5_first" + suffix]
+        out.update({f"bleu_greedy{suffix}": g["bleu"], f"bleu_beam5{suffix}": b["bleu"],
+                    f"decode_greedy_sents_per_s{suffix}": g["sents_per_s"], f"decode_beam5_sents_per_s{suffix}": b["sents_per_s"],
+                    f"bleu_beam5_first{suffix}": f["bleu"], f"decode_beam5_first_sents_per_s{suffix}": f["sents_per_s"]})
+    return out
 
 
-def figures_peer(r: dict) -> dict:
+def figures_peer(r: dict, extra: list[str]) -> dict:
     t = r["test"]
-    return {"train_tgt_tok_per_s": r["throughput"]["tgt_tok_per_s"], "peak_rss_mb": r["throughput"]["peak_rss_mb"],
-            "budget_steps": r["budget"].get("steps_at_eval_checkpoint") or r["budget"].get("last_logged_step"),
-            "bleu_greedy": t["greedy"]["bleu"], "bleu_beam5": t["beam5"]["bleu"],
-            "decode_greedy_sents_per_s": t["greedy"]["sents_per_s"], "decode_beam5_sents_per_s": t["beam5"]["sents_per_s"],
-            # the peers end a sentence's beam when its best candidate ends: our stop=first
-            "bleu_beam5_first": t["beam5"]["bleu"], "decode_beam5_first_sents_per_s": t["beam5"]["sents_per_s"]}
+    out = {"train_tgt_tok_per_s": r["throughput"]["tgt_tok_per_s"], "peak_rss_mb": r["throughput"]["peak_rss_mb"],
+           "budget_steps": r["budget"].get("steps_at_eval_checkpoint") or r["budget"].get("last_logged_step"),
+           "bleu_greedy": t["greedy"]["bleu"], "bleu_beam5": t["beam5"]["bleu"],
+           "decode_greedy_sents_per_s": t["greedy"]["sents_per_s"], "decode_beam5_sents_per_s": t["beam5"]["sents_per_s"],
+           # the peers end a sentence's beam when its best candidate ends: our stop=first
+           "bleu_beam5_first": t["beam5"]["bleu"], "decode_beam5_first_sents_per_s": t["beam5"]["sents_per_s"]}
+    for p in extra:  # the peers decode in fp32 only
+        out.update({f"{k}_{p}": out[k] for k in DECODE_KEYS})
+    return out
 
 
 def main() -> int:
@@ -91,6 +109,9 @@ def main() -> int:
     p.add_argument("--peers-dir", default=str(ROOT.parent / "shared" / "bench" / "peers"))
     p.add_argument("--peer-out", default="~/.cache/nmt-peers/bench")
     p.add_argument("--out", type=Path, default=ROOT / "outputs" / "side_by_side")
+    p.add_argument("--decode-precision", default="fp32",
+                   help="our decoding precisions, comma-separated (scripts/benchmark.py's flag), e.g. fp32,bf16,bf16_output "
+                        "on a CPU with AMX/avx512_bf16: rows *_bf16 put ours in bf16 beside the peers' fp32")
     args = p.parse_args()
     if not (Path(args.peers_dir) / "run.sh").is_file():  # before the budget run, not 20 minutes into the sitting
         p.error(f"--peers-dir {args.peers_dir}: no run.sh there (the peer harness, ../shared/bench/peers)")
@@ -106,8 +127,8 @@ def main() -> int:
         for peer in args.peers:
             # the final weights, as the peers score theirs: best.pt is chosen on the dev split, the peers' test set
             last = str(Path(budget["run_dir"]) / "checkpoints" / "last.pt")
-            ours = figures_ours(ours_bench(args, folder, last, peer), budget)
-            theirs = figures_peer(peer_bench(args, folder, peer))
+            ours = figures_ours(ours_bench(args, folder, last, peer), budget, extra_precisions(args))
+            theirs = figures_peer(peer_bench(args, folder, peer), extra_precisions(args))
             rows["ours"].append(ours)
             rows[peer].append(theirs)
             ratios[peer].append({k: ours[k] / theirs[k] if theirs[k] else float("nan") for k in ours})

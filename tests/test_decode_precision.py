@@ -69,6 +69,28 @@ def test_fp32_is_the_default_and_bf16_stays_close(hsk_cfg, hsk_tokenizer):
         assert abs(a[0][1] - b[0][1]) < 0.5  # log-probabilities per token: bf16 rounding, not another model
 
 
+@pytest.mark.parametrize("input_feeding", [True, False])
+def test_bf16_output_decoding_projects_the_vocabulary_in_bf16_alone(hsk_cfg, hsk_tokenizer, input_feeding):
+    """``precision="bf16_output"``: the search's logits come from a cached bf16 copy of W_s, every other
+    step op stays fp32 (no autocast); the scores stay close to fp32's and the model is left as it was."""
+    cfg = OmegaConf.merge(hsk_cfg, {"model": {"input_feeding": input_feeding}})
+    _, model = tiny(cfg, hsk_tokenizer, mode="local_p", score="general")
+    fp32 = translate_nbest(model, hsk_tokenizer, str, SENTENCES, beam=3)
+    dtypes: list[torch.dtype] = []
+    model.decoder.W_c.register_forward_hook(lambda mod, inp, out: dtypes.append(out.dtype))
+    for beam, n_best in ((1, 1), (3, 2)):
+        out = translate_nbest(model, hsk_tokenizer, str, SENTENCES, beam=beam, n_best=n_best, precision="bf16_output")
+        assert_valid(out, n_best)
+    assert set(dtypes) == {torch.float32}
+    weight, bias = model.decoder._search_cache[3]
+    assert weight.dtype == bias.dtype == torch.bfloat16 and torch.equal(weight, model.decoder.out.weight.bfloat16())
+    assert model.bf16_output is False and not model.training
+    again = translate_nbest(model, hsk_tokenizer, str, SENTENCES, beam=3, precision="bf16_output")
+    for a, b in zip(fp32, again):
+        assert abs(a[0][1] - b[0][1]) < 0.5  # bf16 rounding of the logits, not another model
+    assert translate_nbest(model, hsk_tokenizer, str, SENTENCES, beam=3) == fp32  # fp32 again afterwards
+
+
 @pytest.fixture(scope="module")
 def checkpoint(hsk_cfg, hsk_tokenizer, tmp_path_factory):
     cfg, model = tiny(hsk_cfg, hsk_tokenizer, mode="local_p", score="general")

@@ -128,7 +128,7 @@ def bigram_model(make_model, monkeypatch):
         for tok, prob in row.items():
             table[prev, tok] = math.log(prob)
 
-    def step(y_prev, feed, state, src, position, weights=None, search_table=None):
+    def step(y_prev, feed, state, src, position, weights=None, search_table=None, out=None):
         return table[y_prev].clone(), feed, state, None, None
 
     monkeypatch.setattr(model.decoder, "step", step)
@@ -344,8 +344,8 @@ def test_the_search_cache_follows_the_weights(make_model, sources):
 
     first = beam_search(model, batch, beam=3)
     assert model.decoder._search_cache is not None and first == fresh()
-    w, table = model.decoder.search_weights()
-    assert torch.allclose(table[5], model.decoder._project_inputs(model.decoder.embed.weight[5], w), atol=1e-6)
+    w, table, out = model.decoder.search_weights()
+    assert out is None and torch.allclose(table[5], model.decoder._project_inputs(model.decoder.embed.weight[5], w), atol=1e-6)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=0.05, fused=True)
     logits, _ = model(batch.src, batch.src_lens, batch.host_lens, batch.src[:, :4].clamp(max=TGT_V - 1))
