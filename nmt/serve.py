@@ -165,18 +165,6 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def default_workers(runs: Sequence[str], device: str) -> int:
-    """Two decoding threads on a CPU with two or more cores: the small batches of a server leave a second
-    intra-op thread mostly idle (Python and small ops), two batches side by side keep two cores busy.
-    One on a GPU, where a batch costs about the same at any small size."""
-    if runs:
-        from nmt.device import pick_device
-
-        if pick_device(device).type != "cpu":
-            return 1
-    return min(2, cores())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="nmt.serve", description=__doc__.splitlines()[0])
     p.add_argument("models", nargs="*", help="run directories or checkpoint files (ids 0, 1, …)")
@@ -191,9 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--beam", type=int, default=5, help="beam size when a request gives none (default 5)")
     p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long to collect requests into a batch")
     p.add_argument("--batch-lines", type=int, default=256, help="at most this many lines decoded in one call")
-    p.add_argument("--workers", type=int, default=0,
+    p.add_argument("--workers", type=int, default=1,
                    help="decoding threads, each decoding its own batch with cores / workers intra-op threads "
-                        "(default 0: two on a CPU with two or more cores, else one)")
+                        "(default 1: one batch at a time on all cores)")
     d = Limits()
     p.add_argument("--max-lines", type=int, default=d.max_lines, help="lines per request")
     p.add_argument("--max-chars", type=int, default=d.max_chars, help="characters per line")
@@ -204,14 +192,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not args.models and not args.onnx:
         p.error("give at least one model: a run directory, a checkpoint or --onnx DIR")
-    if args.workers < 0:
-        p.error(f"--workers must be 0 (the default for this machine) or more, got {args.workers}")
+    if args.workers < 1:
+        p.error(f"--workers must be 1 or more, got {args.workers}")
     if not 1 <= args.beam <= args.max_beam:
         p.error(f"--beam must be between 1 and --max-beam ({args.max_beam}), got {args.beam}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     limits = Limits(args.max_lines, args.max_chars, args.max_beam, args.max_body, args.timeout, args.max_queue)
     try:
-        workers = args.workers or default_workers(args.models, args.device)
         if args.models:
             from nmt.device import set_threads
 
@@ -219,14 +206,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             # libgomp manage more threads than there are cores, and then it stops its teams' spin-waits:
             # every parallel op in the decoding threads would pay a wake-up (small ops 7 -> 90 µs, 2 cores).
             set_threads(1)
-        engines = load_engines(args.models, args.onnx, args.device, args.precision, max(1, cores() // workers))
+        engines = load_engines(args.models, args.onnx, args.device, args.precision, max(1, cores() // args.workers))
     except (OSError, ValueError, ImportError) as e:  # CheckpointError and ConfigError are ValueErrors
         print(f"nmt.serve: error: {e}", file=sys.stderr)
         return 1
     import uvicorn
 
-    app = create_app(engines, limits, args.beam, args.batch_wait_ms, args.batch_lines, workers)
-    log.info("serving %d model(s) on http://%s:%d/ with %d decoding thread(s)", len(engines), args.host, args.port, workers)
+    app = create_app(engines, limits, args.beam, args.batch_wait_ms, args.batch_lines, args.workers)
+    log.info("serving %d model(s) on http://%s:%d/ with %d decoding thread(s)", len(engines), args.host, args.port, args.workers)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 

@@ -250,6 +250,6 @@ def test_cli_errors_are_one_line(run_cli, tmp_path):
     proc = run_cli("nmt.serve")
     assert proc.returncode == 2 and "give at least one model" in proc.stderr
     proc = run_cli("nmt.serve", tmp_path / "missing.pt", "--workers", "-1")
-    assert proc.returncode == 2 and "--workers must be 0" in proc.stderr
+    assert proc.returncode == 2 and "--workers must be 1 or more" in proc.stderr
     proc = run_cli("nmt.serve", tmp_path / "missing.pt", "--precision", "fp16")
     assert proc.returncode == 2 and "invalid choice: 'fp16'" in proc.stderr
