@@ -1,9 +1,9 @@
 """Micro-batching for the server: requests that arrive within a few milliseconds decode as one batch.
 
-Callers ``await batcher.submit(key, texts, timeout)``; a task collects the waiting requests for
-``wait_ms``, groups them by ``key`` (requests with other search settings cannot share a beam
-search), decodes each group in one call on one of ``workers`` decoding threads and hands every
-caller its own lines back. While one thread decodes, the requests that come in meanwhile go to
+Callers ``await batcher.submit(key, texts, timeout)``; once a decoding thread is free, a task
+collects the waiting requests for ``wait_ms`` more, groups them by ``key`` (requests with other
+search settings cannot share a beam search), decodes each group in one call on one of ``workers``
+decoding threads and hands every caller its own lines back. While one thread decodes, the requests that come in meanwhile go to
 the next free one. A group whose decode fails is decoded again request by request, so one bad
 request only fails itself.
 """
@@ -96,8 +96,11 @@ class Batcher:
             if not self.pending:
                 self._wake.clear()
                 await self._wake.wait()
-            await asyncio.sleep(self.wait)  # let concurrent requests join the batch
             await self._free.acquire()  # requests keep joining while every thread is busy
+            # and for wait_ms once one is free: concurrent requests join, and so do the next lines of
+            # the callers whose batch just ended (else they would wait a whole batch, and with one
+            # thread the callers split into two groups decoding half-size batches in turn)
+            await asyncio.sleep(self.wait)
             task = loop.create_task(self._decode_jobs(loop, self._take()))
             self._decoding.add(task)
             task.add_done_callback(self._decoding.discard)

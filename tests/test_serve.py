@@ -197,6 +197,36 @@ def test_batcher_queue_limit_and_timeout():
     assert _run(main()) == (["a", "b"], ["f"])
 
 
+def test_batcher_waits_for_the_callers_just_answered():
+    """A batch starts ``wait_ms`` after its thread is free, not at once: the caller answered by the batch
+    that just ended sends its next line in time to join the line that waited meanwhile."""
+    calls = []
+
+    def decode(key, lines):
+        calls.append(list(lines))
+        time.sleep(0.2)
+        return list(lines)
+
+    async def main():
+        b = Batcher(decode, wait_ms=100)
+        b.start()
+
+        async def caller():
+            assert await b.submit(0, ["a"], 30) == ["a"]
+            return await b.submit(0, ["c"], 30)
+
+        first = asyncio.ensure_future(caller())
+        while not calls:  # "a" is being decoded
+            await asyncio.sleep(0.01)
+        second = await b.submit(0, ["b"], 30)  # waits while "a" decodes
+        result = await first, second
+        await b.stop()
+        return result
+
+    assert _run(main()) == (["c"], ["b"])
+    assert calls == [["a"], ["b", "c"]]
+
+
 def test_batcher_workers_decode_batches_side_by_side():
     """With two workers a batch that arrives while another decodes starts at once (each call waits at a
     barrier for the other: with one worker it would time out)."""
