@@ -65,37 +65,34 @@ def peer_bench(args, folder: Path, peer: str) -> dict:
     return result
 
 
-DECODE_KEYS = ("bleu_greedy", "bleu_beam5", "decode_greedy_sents_per_s", "decode_beam5_sents_per_s",
-               "bleu_beam5_first", "decode_beam5_first_sents_per_s")
-
-
 def extra_precisions(args) -> list[str]:
     """Our decoding precisions besides fp32 (their figures get a suffix, _bf16, and face the peers' fp32)."""
     return [p for p in args.decode_precision.split(",") if p != "fp32"]
+
+
+def decode_figures(greedy: dict, beam5: dict, first: dict, suffix: str = "") -> dict:
+    """BLEU and sentences/s of the three decodes (greedy, beam 5, beam 5 ending at the first finished), keys + ``suffix``."""
+    return {f"bleu_greedy{suffix}": greedy["bleu"], f"bleu_beam5{suffix}": beam5["bleu"],
+            f"decode_greedy_sents_per_s{suffix}": greedy["sents_per_s"], f"decode_beam5_sents_per_s{suffix}": beam5["sents_per_s"],
+            f"bleu_beam5_first{suffix}": first["bleu"], f"decode_beam5_first_sents_per_s{suffix}": first["sents_per_s"]}
 
 
 def figures_ours(bench: dict, budget: dict, extra: list[str]) -> dict:
     d = bench["decode"]
     out = {"train_tgt_tok_per_s": bench["train"]["tgt_tok_per_s"], "peak_rss_mb": bench["train"]["peak_rss_mb"],
            "budget_steps": budget["steps"]}
-    for suffix in ["", *(f"_{p}" for p in extra)]:
-        g, b, f = d["greedy" + suffix], d["beam5" + suffix], d["beam5_first" + suffix]
-        out.update({f"bleu_greedy{suffix}": g["bleu"], f"bleu_beam5{suffix}": b["bleu"],
-                    f"decode_greedy_sents_per_s{suffix}": g["sents_per_s"], f"decode_beam5_sents_per_s{suffix}": b["sents_per_s"],
-                    f"bleu_beam5_first{suffix}": f["bleu"], f"decode_beam5_first_sents_per_s{suffix}": f["sents_per_s"]})
+    for s in ["", *(f"_{p}" for p in extra)]:
+        out.update(decode_figures(d["greedy" + s], d["beam5" + s], d["beam5_first" + s], s))
     return out
 
 
 def figures_peer(r: dict, extra: list[str]) -> dict:
     t = r["test"]
     out = {"train_tgt_tok_per_s": r["throughput"]["tgt_tok_per_s"], "peak_rss_mb": r["throughput"]["peak_rss_mb"],
-           "budget_steps": r["budget"].get("steps_at_eval_checkpoint") or r["budget"].get("last_logged_step"),
-           "bleu_greedy": t["greedy"]["bleu"], "bleu_beam5": t["beam5"]["bleu"],
-           "decode_greedy_sents_per_s": t["greedy"]["sents_per_s"], "decode_beam5_sents_per_s": t["beam5"]["sents_per_s"],
-           # the peers end a sentence's beam when its best candidate ends: our stop=first
-           "bleu_beam5_first": t["beam5"]["bleu"], "decode_beam5_first_sents_per_s": t["beam5"]["sents_per_s"]}
-    for p in extra:  # the peers decode in fp32 only
-        out.update({f"{k}_{p}": out[k] for k in DECODE_KEYS})
+           "budget_steps": r["budget"].get("steps_at_eval_checkpoint") or r["budget"].get("last_logged_step")}
+    # the peers end a sentence's beam when its best candidate ends (our stop=first), and decode in fp32 only
+    for s in ["", *(f"_{p}" for p in extra)]:
+        out.update(decode_figures(t["greedy"], t["beam5"], t["beam5"], s))
     return out
 
 
