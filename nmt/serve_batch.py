@@ -3,9 +3,9 @@
 Callers ``await batcher.submit(key, texts, timeout)``; once a decoding thread is free, a task
 collects the waiting requests for ``wait_ms`` more, groups them by ``key`` (requests with other
 search settings cannot share a beam search), decodes each group in one call on one of ``workers``
-decoding threads and hands every caller its own lines back. While one thread decodes, the requests that come in meanwhile go to
-the next free one. A group whose decode fails is decoded again request by request, so one bad
-request only fails itself.
+decoding threads and hands every caller its own lines back. While one thread decodes, the requests
+that come in meanwhile go to the next free one. A group whose decode fails is decoded again request
+by request, so one bad request only fails itself.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ class _Job:
 
 
 class Batcher:
-    """Collects jobs for ``wait_ms``, then decodes at most ``max_lines`` lines per call, ``workers`` calls at a time
-    (``init`` runs first in each decoding thread)."""
+    """Collects jobs for ``wait_ms`` once a decoding thread is free, then decodes at most ``max_lines`` lines per
+    call, ``workers`` calls at a time (``init`` runs first in each decoding thread)."""
 
     def __init__(self, decode: Decode, wait_ms: float = 5.0, max_lines: int = 256, max_queue: int = 2048,
                  workers: int = 1, init: Callable[[], None] | None = None):

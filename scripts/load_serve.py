@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--malformed", type=int, default=0, help="bad requests mixed in")
     p.add_argument("--no-keep-alive", action="store_true", help="a new connection per request (default: one per client)")
     p.add_argument("--compare", metavar="RUN", help="also time nmt.translate on the sentences sent")
-    p.add_argument("--compare-precision", choices=("fp32", "bf16"), default="fp32",
+    p.add_argument("--compare-precision", choices=("fp32", "bf16", "bf16_output"), default="fp32",
                    help="the precision of that nmt.translate run (match the server's --precision)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
