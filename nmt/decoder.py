@@ -103,11 +103,9 @@ class Decoder(nn.Module):
         logp = torch.log_softmax(logits.squeeze(1).float(), dim=-1)  # (batch, vocab)
         return logp, feed, state, a, p
 
-    # The LSTM's cell is written out with the nn.LSTM's own parameters: the embedding half of layer 0's
-    # input projection is then one matmul over all steps (a table lookup in search), and each layer's
-    # step one matmul over [input; h]. Training without input feeding runs the nn.LSTM over the whole
-    # target instead; its search steps the written-out cell (one nn.LSTM call per step and layer cost
-    # 3-4x an addmm through oneDNN).
+    # The LSTM's cell written out with the nn.LSTM's own parameters (in search also without input feeding:
+    # an nn.LSTM call per step and layer costs 3-4x an addmm): layer 0's embedding projection is one matmul
+    # over all steps (a table lookup in search), each layer's step one matmul over [input; h].
     def step_weights(self) -> Optional[list[tuple[torch.Tensor, Optional[torch.Tensor]]]]:
         """The per-layer [input; h] weight matrices and biases of an LSTM decoder (None for GRU and RNN)."""
         if self.rnn.mode != "LSTM":
@@ -127,12 +125,10 @@ class Decoder(nn.Module):
 
     @torch.no_grad()
     def search_weights(self, bf16_output: bool = False) -> tuple[Optional[list], Optional[torch.Tensor], Optional[tuple]]:
-        """``step_weights()``; for the written-out LSTM the embedding table through layer 0's input projection
-        (vocab, 4H; dropout is off in eval), so a search step gathers rows instead of projecting; and with
-        ``bf16_output`` W_s and its bias in bf16 (decoding precision bf16_output: the vocabulary projection on
-        bf16 matrix units, the rest fp32). Cached until the model goes back to training (fused optimizer steps
-        leave no trace on the parameters' version counters) or a parameter is replaced or written in place
-        (a load). No table past TABLE_MAX elements (a large vocabulary × hidden): those project at every step."""
+        """``step_weights()``, the embedding table through layer 0's input projection of the written-out LSTM
+        (vocab, 4H; eval: no dropout; none past TABLE_MAX elements) and with ``bf16_output`` W_s and its bias in
+        bf16. Cached until the model goes back to training (fused optimizer steps leave the parameters' version
+        counters alone) or a parameter is replaced or written in place (a load)."""
         key = tuple((p.data_ptr(), p._version) for p in self.parameters())
         if self._search_cache is None or self._search_cache[0] != key:
             w, table = self.step_weights(), None
