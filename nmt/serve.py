@@ -177,7 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "with AMX/avx512_bf16, at large batches) or bf16_output (only the vocabulary projection in bf16: "
                         "such CPUs, small batches too); outputs may differ slightly")
     p.add_argument("--beam", type=int, default=5, help="beam size when a request gives none (default 5)")
-    p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long to collect requests into a batch once a decoding thread is free")
+    p.add_argument("--batch-wait-ms", type=float, default=5.0,
+                   help="how long to collect requests into a batch once a decoding thread is free")
     p.add_argument("--batch-lines", type=int, default=256, help="at most this many lines decoded in one call")
     p.add_argument("--workers", type=int, default=1,
                    help="decoding threads, each decoding its own batch with cores / workers intra-op threads "

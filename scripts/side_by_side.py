@@ -73,7 +73,8 @@ def extra_precisions(args) -> list[str]:
 def decode_figures(greedy: dict, beam5: dict, first: dict, suffix: str = "") -> dict:
     """BLEU and sentences/s of the three decodes (greedy, beam 5, beam 5 ending at the first finished), keys + ``suffix``."""
     return {f"bleu_greedy{suffix}": greedy["bleu"], f"bleu_beam5{suffix}": beam5["bleu"],
-            f"decode_greedy_sents_per_s{suffix}": greedy["sents_per_s"], f"decode_beam5_sents_per_s{suffix}": beam5["sents_per_s"],
+            f"decode_greedy_sents_per_s{suffix}": greedy["sents_per_s"],
+            f"decode_beam5_sents_per_s{suffix}": beam5["sents_per_s"],
             f"bleu_beam5_first{suffix}": first["bleu"], f"decode_beam5_first_sents_per_s{suffix}": first["sents_per_s"]}
 
 
