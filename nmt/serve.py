@@ -111,7 +111,8 @@ def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int =
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "models": len(engines), "uptime_s": round(time.time() - started, 1),
-                             "waiting_lines": batcher.waiting_lines, "batches": batcher.batches, **counts})
+                             "waiting_lines": batcher.waiting_lines, "batches": batcher.batches,
+                             "decode_s": round(batcher.busy_s, 2), **counts})
 
     async def page(request: Request) -> FileResponse:
         return FileResponse(STATIC / "index.html")

@@ -47,6 +47,7 @@ class Batcher:
         self.pending: list[_Job] = []
         self.waiting_lines = 0
         self.batches = 0  # decode calls made
+        self.busy_s = 0.0  # seconds spent in decode calls
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._free: asyncio.Semaphore | None = None  # decoding threads not busy
@@ -115,11 +116,18 @@ class Batcher:
         finally:
             self._free.release()
 
+    def _timed(self, key: Hashable, lines: list[str]) -> list:
+        start = time.perf_counter()
+        try:
+            return self.decode(key, lines)
+        finally:
+            self.busy_s += time.perf_counter() - start
+
     async def _decode_group(self, loop: asyncio.AbstractEventLoop, key: Hashable, group: list[_Job]) -> None:
         lines = [t for job in group for t in job.texts]
         self.batches += 1
         try:
-            results = await loop.run_in_executor(self._pool, self.decode, key, lines)
+            results = await loop.run_in_executor(self._pool, self._timed, key, lines)
         except Exception as e:  # noqa: BLE001 - isolate the request at fault below
             if len(group) == 1:
                 _settle(group[0], error=e)

@@ -4,10 +4,12 @@
         --requests 1000 --seconds 120 --malformed 20 [--compare RUN]
 
 Each client sends the next sentence as soon as its previous answer came; the run stops after
-``--requests`` sentences or ``--seconds``, whichever comes first. ``--malformed K`` mixes K bad
-requests (bad JSON, wrong types, 100 kB lines, empty lists, unknown model id) in; each must get a
-4xx JSON error. ``--compare RUN`` then translates the same sentences with ``nmt.translate``'s
-batched search in this process, for the throughput ratio. Prints a table, or JSON with ``--json``.
+``--requests`` sentences or ``--seconds``, whichever comes first. The server's ``/health``
+counters give the decode calls made and the share of the run spent decoding
+(``server_decoding``). ``--malformed K`` mixes K bad requests (bad JSON, wrong types, 100 kB
+lines, empty lists, unknown model id) in; each must get a 4xx JSON error. ``--compare RUN`` then
+translates the same sentences with ``nmt.translate``'s batched search in this process, for the
+throughput ratio. Prints a table, or JSON with ``--json``.
 """
 
 from __future__ import annotations
@@ -61,6 +63,20 @@ class Client:
                 return answer.status, None
         raise AssertionError("unreachable")
 
+    def get(self, path: str) -> tuple[int, object]:
+        """Status and JSON answer of one GET on a connection of its own."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        try:
+            conn.request("GET", path)
+            answer = conn.getresponse()
+            data = answer.read()
+        finally:
+            conn.close()
+        try:
+            return answer.status, json.loads(data)
+        except ValueError:
+            return answer.status, None
+
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
@@ -98,6 +114,7 @@ def run_load(url: str, sentences: list[str], clients: int, beam: int, requests: 
                 (lat if status == 200 else errors).append(time.monotonic() - t0 if status == 200 else (status, answer))
         http_client.close()
 
+    before = _health(url)
     start = time.monotonic()
     threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
     for t in threads:
@@ -105,12 +122,24 @@ def run_load(url: str, sentences: list[str], clients: int, beam: int, requests: 
     for t in threads:
         t.join(timeout=seconds + 30)
     wall = time.monotonic() - start
+    after = _health(url)
     ms = np.array(lat) * 1000 if lat else np.zeros(1)
     return {"clients": clients, "beam": beam, "keep_alive": keep_alive, "sentences": len(lat), "seconds": round(wall, 2),
             "sentences_per_s": round(len(lat) / wall, 2), "p50_ms": round(float(np.percentile(ms, 50)), 1),
             "p95_ms": round(float(np.percentile(ms, 95)), 1), "p99_ms": round(float(np.percentile(ms, 99)), 1),
             "errors": len(errors), "first_error": errors[0] if errors else None, "malformed_sent": len(bad_status),
-            "malformed_4xx": sum(400 <= s < 500 for s in bad_status)}
+            "malformed_4xx": sum(400 <= s < 500 for s in bad_status),
+            "server_batches": after.get("batches", 0) - before.get("batches", 0),
+            "server_decoding": round((after.get("decode_s", 0.0) - before.get("decode_s", 0.0)) / wall, 3)}
+
+
+def _health(url: str) -> dict:
+    """The server's ``/health`` counters ({} where it has none)."""
+    try:
+        status, body = Client(url, 10.0, keep_alive=False).get("/health")
+    except OSError:
+        return {}
+    return body if status == 200 and isinstance(body, dict) else {}
 
 
 def compare(run: str, sentences: list[str], beam: int, precision: str = "fp32") -> float:

@@ -68,6 +68,7 @@ def test_concurrent_requests_are_batched(server, http, reference):
     after = http.get(server + "/health")[1]
     assert after["requests"] - before["requests"] == 16
     assert after["batches"] - before["batches"] < 16
+    assert 0 < after["decode_s"] - before["decode_s"] <= after["uptime_s"] - before["uptime_s"] + 0.2
 
 
 def _j(obj: object) -> bytes:
@@ -270,6 +271,7 @@ def test_load_script_bounded(server, tmp_path, cli_env, explain):
     assert report["sentences"] == 12 and report["errors"] == 0
     assert report["malformed_sent"] == report["malformed_4xx"] == 4
     assert 0 < report["p50_ms"] <= report["p95_ms"] <= report["p99_ms"]
+    assert 1 <= report["server_batches"] <= 12 + 4 and 0 < report["server_decoding"] <= 1
     far = subprocess.run([*cmd[:3], "http://192.0.2.1:5000", *cmd[4:]], capture_output=True, text=True, timeout=60)
     assert far.returncode == 2 and "not a loopback address" in far.stderr
 
