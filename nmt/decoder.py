@@ -14,6 +14,7 @@ from torch import nn
 
 from nmt.attention import LuongAttention
 from nmt.encoder import RNNS, Dropout
+from nmt.source_grad import addmm, tap
 from nmt.vocab import PAD
 
 State = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]  # (layers, batch, hidden) [h, c]
@@ -67,9 +68,11 @@ class Decoder(nn.Module):
             att, a, p = self._attend(h, src, positions)
             return (att, a, p) if keep_attention else (att, None, None)
         w = self.step_weights()
+        xs = self._project_inputs(emb, w)  # (batch, tgt_len, gates)
+        w = self._loop_weights(w)
         # unbind, not x[:, t]: the backward of T selects would write T zero-filled copies of x
         # (O(T²) memory traffic), the backward of one unbind stacks the T gradients once
-        xs = self._project_inputs(emb, w).unbind(1)  # tgt_len × (batch, gates)
+        xs = xs.unbind(1)  # tgt_len × (batch, gates)
         feed = emb.new_zeros(emb.size(0), 1, self.hidden)  # h̃_0
         if w is not None:  # per-layer states through the loop: selecting a layer of a stacked
             state = (state[0].unbind(0), state[1].unbind(0))  # state would cost a zero-filled copy in backward
@@ -140,6 +143,18 @@ class Decoder(nn.Module):
             self._search_cache[3] = (self.out.weight.bfloat16(), self.out.bias.bfloat16())
         return self._search_cache[1], self._search_cache[2], self._search_cache[3] if bf16_output else None
 
+    def _loop_weights(self, w: Optional[list]) -> Optional[list]:
+        """``step_weights()`` for the teacher-forced loop: in training tapped, their steps' gradients summed in one
+        matmul per batch (nmt/source_grad.py), and under autocast cast once, not at every step (without the tap a
+        cast weight would sum its steps' gradients in bf16)."""
+        defer = torch.is_grad_enabled() and self.attention.defer_source_grads
+        if w is None or (torch.is_grad_enabled() and not defer):
+            return w
+        device = self.embed.weight.device.type
+        if torch.is_autocast_enabled(device):
+            w = [(W.to(torch.get_autocast_dtype(device)), b) for W, b in w]
+        return [(tap(W), b) for W, b in w] if defer else w
+
     def _project_inputs(self, emb: torch.Tensor, w) -> torch.Tensor:
         """Layer 0's input projection of the embeddings (LSTM); the embeddings themselves otherwise."""
         if w is None:
@@ -159,7 +174,7 @@ class Decoder(nn.Module):
             inp = feed.squeeze(1) if self.input_feeding else None  # (batch, hidden)
             for l, (W, b) in enumerate(w):
                 rec = h0[l] if inp is None else torch.cat([inp, h0[l]], -1)  # (batch, H or 2H)
-                gates = torch.addmm(x if l == 0 else b, rec, W.t())  # (batch, 4H)
+                gates = addmm(x if l == 0 else b, rec, W)  # (batch, 4H)
                 i, f, g, o = gates.chunk(4, -1)
                 c = torch.sigmoid(f) * c0[l] + torch.sigmoid(i) * torch.tanh(g)
                 hl = torch.sigmoid(o) * torch.tanh(c)

@@ -1,6 +1,7 @@
-"""Attention ops whose gradients for a batch's source-side tensors (keys, memory) are summed once per
-batch, not once per decoder step: ``bmm`` and ``gather`` on a ``tap``-ped tensor leave their gradient
-to the tap, which adds every step's share in one matmul. Otherwise they are ``torch.bmm`` and ``gather``.
+"""Ops whose gradients for tensors used at every decoder step (the batch's keys and memory, the step's
+weight matrices) are summed once per batch, not once per step: ``bmm``, ``gather`` and ``addmm`` on a
+``tap``-ped tensor leave their gradient to the tap, which adds every step's share in one matmul.
+Otherwise they are ``torch.bmm``, ``gather`` and ``torch.addmm``.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ class _Tap(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         acc = ctx.acc
-        if acc.pairs:  # one (B, S, T) × (B, T, H) matmul for all T steps' outer products
-            L, R = (torch.cat(side, 1).to(grad.dtype) for side in zip(*acc.pairs))  # (B, T, S), (B, T, H)
-            grad = torch.baddbmm(grad, L.transpose(1, 2), R)
+        if acc.pairs:  # one (B, S, T) × (B, T, H) matmul for all T steps' outer products (a weight: (O, T·B) × (T·B, I))
+            L, R = (torch.cat(side, -2).to(grad.dtype) for side in zip(*acc.pairs))  # (B, T, S), (B, T, H) or (T·B, ·)
+            grad = (torch.addmm if grad.dim() == 2 else torch.baddbmm)(grad, L.mT, R)
         if acc.grad is not None:
             grad = grad + acc.grad
         acc.grad, acc.pairs = None, []
@@ -57,6 +58,24 @@ class _DeferredBmm(torch.autograd.Function):
         return grad_a.to(a.dtype), None, None, None
 
 
+class _DeferredAddmm(torch.autograd.Function):
+    """``bias + x wᵀ`` for one step and a tapped weight ``w`` (out, in): its gradient, an outer product per
+    step that autograd would add into the full matrix every step, is left to ``_Tap``."""
+
+    @staticmethod
+    def forward(ctx, bias: torch.Tensor, x: torch.Tensor, w: torch.Tensor, acc: _SourceGrad) -> torch.Tensor:
+        ctx.save_for_backward(x, w)
+        ctx.acc, ctx.rows = acc, bias.dim() == 2  # bias (batch, out) or (out,)
+        return torch.addmm(bias, x, w.t())
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        x, w = ctx.saved_tensors
+        ctx.acc.pairs.append((g, x))  # dw = Σ_steps gᵀ x
+        grad_x = g @ w if ctx.needs_input_grad[1] else None
+        return g if ctx.rows else g.sum(0), grad_x, None, None
+
+
 class _WindowGather(torch.autograd.Function):
     """``x.gather(1, index)`` whose backward is O(window): autograd's writes a full (batch, src_len, hidden)."""
 
@@ -76,7 +95,8 @@ class _WindowGather(torch.autograd.Function):
 
 
 def tap(x: torch.Tensor) -> torch.Tensor:
-    """``x`` (keys or memory of a batch), its gradients from ``bmm`` and ``gather`` summed once per batch."""
+    """``x`` (keys or memory of a batch, a step's weight), its gradients from ``bmm``, ``gather`` and ``addmm``
+    summed once per batch."""
     out = _Tap.apply(x, acc := _SourceGrad())
     out._source_grad = acc  # read by gather and bmm
     return out
@@ -99,3 +119,15 @@ def bmm(a: torch.Tensor, x: torch.Tensor, transpose: bool = False) -> torch.Tens
         dtype = torch.get_autocast_dtype(a.device.type)
         a, x = a.to(dtype), x.to(dtype)
     return _DeferredBmm.apply(a, x, acc, transpose)
+
+
+def addmm(bias: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``bias + x @ wᵀ`` for a step's (batch, in) ``x`` and (out, in) weight ``w``, its gradient for a tapped
+    ``w`` left to the tap."""
+    acc = getattr(w, "_source_grad", None)
+    if acc is None or not torch.is_grad_enabled():
+        return torch.addmm(bias, x, w.t())
+    if torch.is_autocast_enabled(x.device.type):  # addmm runs in the autocast dtype, as torch.addmm would
+        dtype = torch.get_autocast_dtype(x.device.type)
+        bias, x, w = bias.to(dtype), x.to(dtype), w.to(dtype)
+    return _DeferredAddmm.apply(bias, x, w, acc)
