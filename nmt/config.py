@@ -103,7 +103,7 @@ class TrainerConfig:
     max_nonfinite: int = 10  # consecutive non-finite updates (skipped) before the run stops
     max_steps: int = 0  # 0 = no step limit
     max_epochs: int = 0  # 0 = no epoch limit
-    max_minutes: float = 60.0  # wall-clock budget for training; 0 = none
+    max_minutes: float = 0.0  # training-time budget (nmt/budget.py: the loop's wall time, resumes included); 0 = none
     log_every: int = 50
     valid_every: int = 500  # steps between validations (and at the end)
     valid_beam: int = 1  # greedy validation decoding is cheap and tracks beam BLEU
@@ -220,7 +220,8 @@ def _validate_trainer(tr: TrainerConfig) -> None:
                     "warmup_steps", "batch_sentences", "attention_images", "weight_decay", "early_stopping_patience",
                     "halve_after_epoch"))
     if not (tr.max_steps or tr.max_epochs or tr.max_minutes):  # a run must be able to stop
-        raise ConfigError("set at least one of trainer.max_steps, trainer.max_epochs, trainer.max_minutes (all are 0)")
+        raise ConfigError("set at least one of trainer.max_steps, trainer.max_epochs, trainer.max_minutes (all are 0), "
+                          "or train a recipe: +experiment=zh_en_local_p")
     if not 0 <= tr.label_smoothing < 1:
         raise ConfigError(f"trainer.label_smoothing={tr.label_smoothing} must be in [0, 1)")
 

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import Optional
+from typing import Optional, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -16,6 +17,7 @@ from nmt.device import pick_device
 # Ranks > 0 wait while rank 0 works alone: preparing a corpus (WMT19 zh-en: 26M pairs at the
 # measured ~25k pairs/s is 17 minutes before sentencepiece) or validating. NCCL's default: 10 minutes.
 WAIT_TIMEOUT = timedelta(hours=12)
+T = TypeVar("T")
 _wait_group: Optional[dist.ProcessGroup] = None  # gloo, with WAIT_TIMEOUT, for barrier()
 
 
@@ -67,13 +69,55 @@ def any_true(flag: bool, device: torch.device) -> bool:
     return bool(t.item())
 
 
-def from_rank0(value: str) -> str:
-    """Rank 0's ``value`` on every rank: one decision for all (e.g. a precision chosen by timing)."""
+def from_rank0(value: T) -> T:
+    """Rank 0's ``value`` on every rank: one decision for all (a precision chosen by timing, the outcome of a
+    validation). Any picklable value; a collective call, so every rank must make it."""
     if not active():
         return value
     box = [value]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def rank0_float(value: float, device: torch.device) -> float:
+    """Rank 0's number on every rank (one small broadcast: the run's clock at each update)."""
+    if not active():
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.broadcast(t, src=0)
+    return float(t.item())
+
+
+def all_ranks(value: T) -> list[T]:
+    """Every rank's ``value``, in rank order, on every rank (the RNG states a checkpoint stores)."""
+    if not active():
+        return [value]
+    out: list = [None] * dist.get_world_size()
+    dist.all_gather_object(out, value)
+    return out
+
+
+def checksum(params: Iterable[torch.Tensor]) -> int:
+    """An exact fingerprint of the parameters' bits: integer sums (order-free, so equal on every
+    rank for equal bits, whatever the reduction order) of each tensor's bytes as int32 (or int16) words,
+    weighted by the tensor's position so that swapped tensors differ too."""
+    total = 0
+    for k, p in enumerate(params):
+        words = p.detach().contiguous().reshape(-1)
+        words = words.view(torch.int32 if words.element_size() == 4 else torch.int16 if words.element_size() == 2
+                           else torch.int64)
+        total = (total + (k + 1) * int(words.sum(dtype=torch.int64))) % 2**61
+    return total
+
+
+def ranks_agree(params: Iterable[torch.Tensor], device: torch.device) -> bool:
+    """True on every rank if the parameters are bit-identical on all ranks (one all-reduce of two numbers)."""
+    if not active():
+        return True
+    c = float(checksum(params) % 2**52)  # exact in float64, which every backend reduces
+    t = torch.tensor([c, -c], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t[0] == -t[1])
 
 
 def cleanup() -> None:

@@ -48,7 +48,9 @@ def resume_state(resume: Optional[str], run_dir: Path) -> Optional[dict]:
     elif resume == "auto":
         log.info("trainer.resume=auto: no %s yet, starting a new run", p / "checkpoints" / "last.pt")
         return None
-    return checkpoint.load(p)
+    state = checkpoint.load(p)
+    state["source"] = str(checkpoint.resolve(p))  # where it came from (adopt_best)
+    return state
 
 
 def merge_resumed_config(cfg: DictConfig, state: dict) -> DictConfig:
@@ -58,14 +60,18 @@ def merge_resumed_config(cfg: DictConfig, state: dict) -> DictConfig:
     for key in sorted(set(old) | set(new)):
         if key.startswith("trainer.resume") or old.get(key) == new.get(key):
             continue
-        wins = "checkpoint" if key.split(".")[0] in ("model", "tokenizer") else "new config"
-        log.info("resume: %s is %r in the checkpoint, %r now: the %s wins", key, old.get(key), new.get(key), wins)
+        if key.split(".")[0] in ("model", "tokenizer"):  # the weights were trained for these: said loudly
+            log.warning("resume: %s=%r is ignored: the checkpoint's %r is kept (its weights were trained with it; "
+                        "start a new run to change it)", key, new.get(key), old.get(key))
+        else:
+            log.info("resume: %s is %r in the checkpoint, %r now: the new config wins", key, old.get(key), new.get(key))
     return OmegaConf.merge(cfg, {k: state["config"][k] for k in ("model", "tokenizer")})  # type: ignore[return-value]
 
 
 def restore(resumed: dict, tr: DictConfig, model: torch.nn.Module, opt: torch.optim.Optimizer, schedule: Schedule,
-            scaler: torch.amp.GradScaler, state: TrainingState, device: torch.device) -> None:
-    """Weights, and unless ``trainer.reset_*`` says otherwise optimizer, schedule, counters and RNG."""
+            scaler: torch.amp.GradScaler, state: TrainingState, rank: int, world_size: int, device: torch.device) -> bool:
+    """Weights, and unless ``trainer.reset_*`` says otherwise optimizer, schedule, counters (the clock among
+    them) and RNG; True if this rank's RNG states came from the checkpoint."""
     model.load_state_dict(resumed["model"])
     if not tr.reset_optimizer:
         opt.load_state_dict(resumed["optimizer"])
@@ -73,14 +79,56 @@ def restore(resumed: dict, tr: DictConfig, model: torch.nn.Module, opt: torch.op
             scaler.load_state_dict(resumed["scaler"])
     if not tr.reset_scheduler and resumed.get("schedule"):
         schedule.load_state_dict(resumed["schedule"])
+    own_rng = False
     if not tr.reset_counters:
+        per_update = state.per_update
         state.load_state_dict(resumed["counters"])
-        torch.set_rng_state(resumed["rng"]["torch"])
-        if device.type == "cuda" and resumed["rng"].get("cuda") is not None:
-            torch.cuda.set_rng_state(resumed["rng"]["cuda"], device)
+        continue_epoch(state, per_update)
+        own_rng = restore_rng(resumed["rng"], rank, world_size, device)
     log.info("resumed at step %d (epoch %d, update %d of it) | reset: optimizer %s, scheduler %s, counters %s",
              state.step, state.epoch + 1, state.update_in_epoch, tr.reset_optimizer, tr.reset_scheduler,
              tr.reset_counters)
+    return own_rng
+
+
+def restore_rng(rng: dict, rank: int, world_size: int, device: torch.device) -> bool:
+    """This rank's torch (and CUDA) RNG states from a checkpoint; ranks > 0 need one written by as many
+    ranks (else they draw fresh streams: False)."""
+    ranks = rng.get("ranks")
+    mine = ranks[rank] if ranks and len(ranks) == world_size else rng if rank == 0 else None
+    if mine is None:
+        return False
+    torch.set_rng_state(mine["torch"])
+    if device.type == "cuda" and mine.get("cuda") is not None:
+        torch.cuda.set_rng_state(mine["cuda"], device)
+    return True
+
+
+def continue_epoch(state: TrainingState, per_update: int) -> None:
+    """Resuming with another number of processes or ``trainer.accum_steps``: an update now takes
+    ``per_update`` batches of the epoch's list; the epoch goes on from the first batch the checkpoint's
+    run had not used (rounded up to a whole update), in the same order."""
+    before = state.per_update or per_update  # checkpoints before the field: taken as unchanged
+    if before != per_update:
+        used = state.update_in_epoch * before
+        state.update_in_epoch = -(-used // per_update)
+        log.warning("resume: an update took %d batches (processes × trainer.accum_steps), now %d: the epoch goes on "
+                    "from batch %d of its list; steps count the new, larger or smaller, updates", before, per_update,
+                    state.update_in_epoch * per_update)
+    state.per_update = per_update
+
+
+def adopt_best(resumed: Optional[dict], ckpt_dir: Path) -> None:
+    """A run resumed from another run's checkpoint starts with that run's ``best.pt`` (its counters carry
+    that best score, which only a better one replaces), or with the resumed checkpoint if none is beside it."""
+    if resumed is None or (ckpt_dir / "best.pt").exists() or Path(resumed["source"]).parent == ckpt_dir.resolve():
+        return
+    beside = Path(resumed["source"]).with_name("best.pt")
+    if beside.is_file():
+        checkpoint.save(checkpoint.load(beside), ckpt_dir / "best.pt")
+    else:
+        log.warning("resume: no best.pt beside %s: it is this run's best.pt until a validation beats it", resumed["source"])
+        checkpoint.save({k: v for k, v in resumed.items() if k != "source"}, ckpt_dir / "best.pt")
 
 
 def write_run_files(run_dir: Path, tok: Tokenizer, data_report: dict[str, Any], world_size: int, device: torch.device) -> None:

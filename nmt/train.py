@@ -34,7 +34,7 @@ from nmt.decode import evaluate
 from nmt.device import available_cores, cpu_trains_bf16_rnns, peak_memory_mb, set_threads
 from nmt.model import build_model
 from nmt.optim import Schedule, build_optimizer
-from nmt.run_folder import flatten, merge_resumed_config, restore, resume_state, write_run_files
+from nmt.run_folder import adopt_best, flatten, merge_resumed_config, restore, resume_state, write_run_files
 from nmt.tokenizer import Tokenizer
 from nmt.train_state import TrainingState
 from nmt.update import TrainingError, Updater
@@ -57,28 +57,30 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
                           "or choose another hydra.run.dir")
     dev = dev_set(prepared, tr)
     epoch0 = epoch_batches(prepared.train, tr.batch_tokens, random.Random(0), tr.batch_sentences or 100_000)
-    up = build_updater(cfg, prepared, epoch0, resumed, rank, world_size, device, run_dir)
+    per_update = world_size * tr.accum_steps  # batches of the epoch list consumed by one update
+    up = build_updater(cfg, prepared, epoch0, resumed, rank, world_size, per_update, device, run_dir)
     if main:
         write_run_files(run_dir, prepared.tokenizer, prepared.report, world_size, device)
+        adopt_best(resumed, ckpt_dir)
     validator = Validator(cfg, up.model, prepared.tokenizer, src_normalizer(cfg.data), dev, device, up.writer, ckpt_dir,
                           up.schedule, up.snapshot)
-    per_update = world_size * tr.accum_steps  # batches of the epoch list consumed by one update
-    budget = Budget(tr.max_steps, tr.max_epochs, tr.max_minutes, max(1, len(epoch0) // per_update))  # ETA: updates per epoch
-    log.info("training: %d updates per epoch (%d batch(es) each), budget %s", budget.steps_per_epoch, per_update,
-             {k: tr[k] for k in ("max_steps", "max_epochs", "max_minutes") if tr[k]})
+    budget = up.budget = Budget(tr.max_steps, tr.max_epochs, tr.max_minutes, max(1, len(epoch0) // per_update),
+                                up.state.train_seconds)  # ETA: updates per epoch
+    log.info("training: %d updates per epoch (%d batch(es) each), budget %s%s", budget.steps_per_epoch, per_update,
+             {k: tr[k] for k in ("max_steps", "max_epochs", "max_minutes") if tr[k]},
+             f", {fmt_time(budget.used_before)} of training already used" if budget.used_before else "")
     stop_reason = run_updates(up, validator, budget, prepared.train, rng, rank, device)
-    train_seconds = budget.elapsed()
+    train_seconds, seconds_here = budget.elapsed(), budget.here()
     if stop_reason and "received" in stop_reason:
         stop_now(up, ckpt_dir, stop_reason)
     state, history = up.state, validator.history
-    if main and ((history[-1]["step"] if history else None) != state.step and state.step > up.first_step
-                 or not (ckpt_dir / "last.pt").exists()):
-        validator(state)
-    distributed.barrier()
+    if distributed.from_rank0(main and ((history[-1]["step"] if history else None) != state.step
+                                        and state.step > up.first_step or not (ckpt_dir / "last.pt").exists())):
+        validate_ranks(up, validator)  # the last step's scores and checkpoint
     metrics = {
         "steps": state.step, "epochs": state.epoch, "train_seconds": train_seconds,
         "parameters": sum(p.numel() for p in up.model.parameters()),
-        "train_tgt_tok_per_s": up.total_tgt_tokens * world_size / max(train_seconds, 1e-9),
+        "train_tgt_tok_per_s": up.total_tgt_tokens * world_size / max(seconds_here, 1e-9),
         "peak_memory_mb": peak_memory_mb(device), "best_valid_bleu": state.best_bleu, "history": history,
         "stopped_by": stop_reason or "budget", "precision": up.tr.precision,
     }
@@ -132,7 +134,7 @@ def dev_set(prepared: Prepared, tr: DictConfig) -> tuple[list[str], list[str], l
 
 
 def build_updater(cfg: DictConfig, prepared: Prepared, epoch0: Epoch, resumed: Optional[dict], rank: int, world_size: int,
-                  device: torch.device, run_dir: Path) -> Updater:
+                  per_update: int, device: torch.device, run_dir: Path) -> Updater:
     """Model, optimizer, schedule, loss scaler and counters (from ``resumed`` if given); precision auto: timed on ``epoch0``."""
     tr, tok = cfg.trainer, prepared.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device)
@@ -146,10 +148,10 @@ def build_updater(cfg: DictConfig, prepared: Prepared, epoch0: Epoch, resumed: O
     opt = build_optimizer(tr, model.parameters())
     schedule = Schedule(tr)
     scaler = torch.amp.GradScaler(device.type, enabled=tr.precision == "fp16")
-    state = TrainingState()
-    if resumed is not None:
-        restore(resumed, tr, model, opt, schedule, scaler, state, device)
-    distributed.seed_rank(tr.seed, rank, state.step)  # one dropout mask per rank, not one for all
+    state = TrainingState(per_update=per_update)
+    own_rng = resumed is not None and restore(resumed, tr, model, opt, schedule, scaler, state, rank, world_size, device)
+    if not own_rng:
+        distributed.seed_rank(tr.seed, rank, state.step)  # one dropout mask per rank, not one for all
     if compiled_step.wanted(tr.compile, device, model.decoder):  # runs T times a batch: fusing its small ops pays
         compiled_step.compile_step(model.decoder)
     ddp = torch.nn.parallel.DistributedDataParallel(
@@ -166,6 +168,7 @@ def run_updates(up: Updater, validator: Validator, budget: Budget, train_pairs: 
     up.model.train()
     up.t_log = time.perf_counter()
     stop_reason = None
+    budget.tick(device)
     with StopSignal() as stop:
         while stop_reason is None and not budget.done(state.step, state.epoch):
             if state.update_in_epoch == 0 or state.epoch_rng is None:
@@ -181,8 +184,9 @@ def run_updates(up: Updater, validator: Validator, budget: Budget, train_pairs: 
                 mine = [batches[u * per_update + k * world_size + rank] for k in range(tr.accum_steps)]
                 if not up.update(mine, u, n_updates, budget):
                     continue
+                budget.tick(device)  # the clock every rank reads until the next update
                 stop_reason = after_update(up, validator, budget, stop, device)
-                if stop_reason or distributed.any_true(budget.done(state.step, state.epoch), device):
+                if stop_reason or budget.done(state.step, state.epoch):  # the same on every rank
                     break
             else:
                 state.epoch, state.update_in_epoch = state.epoch + 1, 0
@@ -196,19 +200,32 @@ def after_update(up: Updater, validator: Validator, budget: Budget, stop: StopSi
     reason = None
     if step % tr.valid_every == 0:
         t_valid = time.perf_counter()
-        early = main and validator(up.state)
-        distributed.barrier()
-        reason = "early stopping" if distributed.any_true(early, device) else None
-        up.t_log += time.perf_counter() - t_valid  # validation time is not training time
-    elif main and tr.save_every and step % tr.save_every == 0:
-        checkpoint.save(up.snapshot(), validator.ckpt_dir / "last.pt")
+        reason = "early stopping" if validate_ranks(up, validator) else None
+        up.t_log += time.perf_counter() - t_valid  # validation time is not in the log's throughput
+    elif tr.save_every and step % tr.save_every == 0:
+        up.sync_for_checkpoint()
+        if main:
+            checkpoint.save(up.snapshot(), validator.ckpt_dir / "last.pt")
     if distributed.any_true(stop.requested is not None, device):
         reason = f"{stop.requested or 'a stop signal (on another rank)'} received"
     return reason
 
 
+def validate_ranks(up: Updater, validator: Validator) -> bool:
+    """Rank 0 validates and writes the checkpoints; every rank takes its outcome (the schedule's plateau state,
+    the counters, early stopping), so the ranks decide as one. True: stop early."""
+    up.sync_for_checkpoint()
+    early = validator(up.state) if up.writer is not None else False
+    distributed.barrier()  # rank 0 may validate for long: wait without the default group's timeout
+    early, schedule, counters = distributed.from_rank0((early, up.schedule.state_dict(), up.state.state_dict()))
+    up.schedule.load_state_dict(schedule)
+    up.state.load_state_dict(counters)
+    return early
+
+
 def stop_now(up: Updater, ckpt_dir: Path, reason: str) -> None:
     """After SIGTERM or Ctrl-C: save ``last.pt`` and exit (143 or 130) so that the run can resume."""
+    up.sync_for_checkpoint()
     if up.writer is not None:
         checkpoint.save(up.snapshot(), ckpt_dir / "last.pt")
         log.warning("%s at step %d: saved checkpoints/last.pt; continue with trainer.resume=auto", reason, up.state.step)

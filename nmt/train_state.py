@@ -19,6 +19,8 @@ class TrainingState:
     update_in_epoch: int = 0  # updates done in the current epoch (to resume inside it)
     epoch_rng: Optional[Any] = None  # random.getstate() that shuffled the current epoch
     nonfinite_skipped: int = 0  # updates in a row skipped for a non-finite loss or gradient
+    train_seconds: float = 0.0  # the run's clock when the checkpoint was written (nmt/budget.py: what it counts)
+    per_update: int = 0  # batches of the epoch's list one update consumed (processes × accum_steps)
 
     def state_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

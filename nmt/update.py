@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 from torch.utils.tensorboard import SummaryWriter
 
-from nmt import __version__
+from nmt import __version__, distributed
 from nmt.batching import Batch
 from nmt.budget import Budget, fmt_time
 from nmt.device import autocast
@@ -24,6 +24,11 @@ from nmt.train_state import TrainingState
 from nmt.vocab import PAD
 
 log = logging.getLogger("nmt.train")
+
+
+def rng_states(device: torch.device) -> dict[str, Optional[torch.Tensor]]:
+    """This process's torch RNG states: dropout masks (CPU, and the device's on CUDA)."""
+    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
 
 
 class TrainingError(RuntimeError):
@@ -65,6 +70,8 @@ class Updater:
         self.window = [0, 0, 0]  # source tokens, target tokens, micro-batches since the last log line
         self.total_tgt_tokens, self.first_step = 0, state.step  # first_step: where this process started
         self.t_log = time.perf_counter()
+        self.budget: Optional[Budget] = None  # its clock goes into checkpoints (set by the training loop)
+        self.rank_rngs: Optional[list] = None  # every rank's RNG states at the last sync_for_checkpoint()
 
     def update(self, mine: list[Batch], u: int, n_updates: int, budget: Budget) -> bool:
         """Update ``u`` of ``n_updates`` in the epoch from this process's micro-batches; False if
@@ -80,7 +87,7 @@ class Updater:
             self._skip()
             return False
         state.nonfinite_skipped = 0
-        progress = budget.progress(state.step, state.epoch + (u + 1) / n_updates)
+        progress = budget.progress(state.step, state.epoch + (u + 1) / n_updates)  # time: the last tick, one for all ranks
         lr = self.schedule.lr(state.step + 1, state.epoch, progress)
         for group in self.opt.param_groups:
             group["lr"] = lr
@@ -133,15 +140,28 @@ class Updater:
         self.window = [0, 0, 0]
         self.t_log = time.perf_counter()
 
+    def sync_for_checkpoint(self) -> None:
+        """Before a checkpoint, on every rank: the replicas must be bit-identical (one all-reduce of a checksum;
+        a mismatch stops the run), and every rank's RNG states go to rank 0, which writes them."""
+        if self.world_size == 1:
+            return
+        if not distributed.ranks_agree(self.model.parameters(), self.device):
+            raise TrainingError(f"step {self.state.step}: the ranks' parameters differ (DDP replicas drifted apart); "
+                                "the last checkpoint before this step is the last good one")
+        self.rank_rngs = distributed.all_ranks(rng_states(self.device))
+        if self.writer is not None:
+            log.info("step %d: ranks agree (parameter checksums of %d ranks equal)", self.state.step, self.world_size)
+
     def snapshot(self) -> dict:
         """Everything a checkpoint holds to translate and to resume this run exactly."""
         state, device = self.state, self.device
+        if self.budget is not None:
+            state.train_seconds = self.budget.elapsed()
         return {
             "model": self.model.state_dict(), "config": self.cfg_dict, "tokenizer": self.tok_state,
             "optimizer": self.opt.state_dict(), "schedule": self.schedule.state_dict(),
             "scaler": self.scaler.state_dict(), "counters": state.state_dict(), "version": __version__,
-            "rng": {"torch": torch.get_rng_state(),
-                    "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None},
+            "rng": {**rng_states(device), "ranks": self.rank_rngs},  # ranks: every rank's, under DDP
             # kept for readers of older checkpoints
             "step": state.step, "epoch": state.epoch, "best_bleu": state.best_bleu,
         }

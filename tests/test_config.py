@@ -31,12 +31,18 @@ def structured(**updates):
 
 
 def test_yaml_defaults_compose_and_validate():
-    """The YAML defaults compose against the schema and pass validation (general/global attention)."""
+    """The YAML defaults compose against the schema (general/global attention) and ask for a budget: no default
+    clock cuts short a run given only steps or epochs, and a run with no limit at all is refused in one line."""
     cfg = composed()
-    validate(cfg)
     assert (cfg.data.source, cfg.data.opencc) == ("tatoeba", "t2s")
     assert (cfg.model.attention.score, cfg.model.attention.mode) == ("general", "global")
-    assert cfg.trainer.max_minutes > 0
+    assert (cfg.trainer.max_steps, cfg.trainer.max_epochs, cfg.trainer.max_minutes) == (0, 0, 0)
+    with pytest.raises(ConfigError, match=r"set at least one of trainer.max_steps.*\+experiment=zh_en_local_p"):
+        validate(cfg)
+    for limit in ("max_steps=200000", "max_epochs=3", "max_minutes=60"):
+        cfg = composed(f"trainer.{limit}")
+        validate(cfg)
+        assert sum(bool(cfg.trainer[k]) for k in ("max_steps", "max_epochs", "max_minutes")) == 1  # that one alone
 
 
 GROUPS = sorted(p for p in CONFIGS.rglob("*.yaml") if p.parent.name != "experiment" and p.name != "train.yaml")
@@ -77,7 +83,7 @@ def test_every_experiment_composes_and_validates(name):
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (CONFIGS / "model" / "attention").glob("*.yaml")))
 def test_every_attention_group_option_composes(name):
-    cfg = composed(f"model/attention={name}")
+    cfg = composed(f"model/attention={name}", "trainer.max_steps=100")
     validate(cfg)
     assert cfg.model.attention.mode == name
 

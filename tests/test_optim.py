@@ -95,4 +95,9 @@ def test_budget_progress_is_the_largest_fraction_used():
     assert b.progress(50, 2.0) == pytest.approx(0.5)  # epochs are the nearer limit
     timed = Budget(max_steps=0, max_epochs=0, max_minutes=10, steps_per_epoch=100)
     timed.start -= 150  # 2.5 of the 10 minutes have passed
+    assert timed.progress(1, 0.0) == 0.0  # the clock is read at tick(), once for every rank
+    timed.tick(torch.device("cpu"))
     assert timed.progress(1, 0.0) == pytest.approx(0.25, abs=0.01)
+    resumed = Budget(max_steps=0, max_epochs=0, max_minutes=10, steps_per_epoch=100, used_seconds=300)
+    resumed.tick(torch.device("cpu"))  # a resumed run's clock goes on from its checkpoint's
+    assert resumed.progress(1, 0.0) == pytest.approx(0.5, abs=0.01) and resumed.here() < 1

@@ -79,7 +79,8 @@ def test_resume_reports_what_differs_and_who_wins(run_cli, tmp_path, explain):
     assert proc.returncode == 0, explain(proc)
     log = proc.stdout + proc.stderr
     assert "trainer.lr is 0.001 in the checkpoint, 0.002 now: the new config wins" in log
-    assert "model.hidden_size is 32 in the checkpoint, 64 now: the checkpoint wins" in log
+    assert ("[WARNING] - resume: model.hidden_size=64 is ignored: the checkpoint's 32 is kept (its weights were "
+            "trained with it; start a new run to change it)") in log
     assert "reset: optimizer True" in log
     assert checkpoint.load(run / "checkpoints" / "last.pt")["config"]["model"]["hidden_size"] == 32
 
