@@ -3,6 +3,7 @@ a misspelled key or a value of the wrong type; ``validate`` checks what a type c
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field, is_dataclass
 from typing import Any, Optional
 
@@ -132,8 +133,19 @@ MODES = ("global", "local_m", "local_p")
 
 
 def register() -> None:
-    """Store the schema so ``configs/train.yaml`` can extend it."""
+    """Store the schema so ``configs/train.yaml`` can extend it; ``${short:...}`` names a sweep's run folders."""
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+    if not OmegaConf.has_resolver("short"):
+        OmegaConf.register_new_resolver("short", short_name)
+
+
+def short_name(name: str, limit: int = 120) -> str:
+    """``name`` if at most ``limit`` characters, else its start and a hash of the whole: a sweep run's folder is
+    named by its overrides, and a long override list would pass the file system's 255-byte limit."""
+    if len(name.encode("utf-8")) <= limit:
+        return name
+    digest = hashlib.sha1(name.encode("utf-8")).hexdigest()[:10]
+    return name.encode("utf-8")[: limit - 11].decode("utf-8", errors="ignore") + "~" + digest
 
 
 def check_choices(section: str, obj: Any, **choices: tuple) -> None:

@@ -110,6 +110,8 @@ def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], tgt_lang: str = "e
     for i, r in enumerate(refs):
         if len(r) != len(hyps):
             raise ValueError(f"reference set {i + 1} has {len(r)} lines but there are {len(hyps)} hypotheses")
+    if not hyps:
+        raise ValueError("no hypotheses to score: sacrebleu needs at least one line")
     bleu, chrf = BLEU(tokenize="zh" if tgt_lang.startswith("zh") else "13a"), CHRF()
     hyps, refs = list(hyps), [list(r) for r in refs]
     b, c = bleu.corpus_score(hyps, refs), chrf.corpus_score(hyps, refs)

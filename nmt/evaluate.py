@@ -41,6 +41,8 @@ def _load_set(s: dict, cfg) -> tuple[list[str], list[list[str]]]:
         split = load_corpus(cfg.data, need=(s["name"],), splits=(s["name"],))[s["name"]]
         return list(split["src"]), [list(split["tgt"])]
     src = read_lines(Path(s["name"]))
+    if not src:  # sacrebleu cannot score an empty corpus
+        raise DataError(f"--src {s['name']} holds no lines: nothing to score")
     refs = [read_lines(Path(r)) for r in s["refs"]]
     for r, lines in zip(s["refs"], refs):
         if len(lines) != len(src):

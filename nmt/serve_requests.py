@@ -54,6 +54,10 @@ def parse(body: bytes, limits: Limits, n_models: int, beam: int) -> tuple[str, l
         data = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RequestError(400, f"body: not valid UTF-8 JSON ({e})") from None
+    except RecursionError:  # e.g. "[" * 10000: json recurses once per level
+        raise RequestError(400, "body: JSON nested too deeply") from None
+    except ValueError as e:  # e.g. an integer longer than sys.get_int_max_str_digits(): keep the cause, not the advice
+        raise RequestError(400, f"body: JSON that cannot be read ({str(e).split(':')[0]})") from None
     if isinstance(data, list):
         return "opennmt", _opennmt(data, limits, n_models, beam)
     if isinstance(data, dict):

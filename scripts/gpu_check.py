@@ -3,7 +3,8 @@
     python scripts/gpu_check.py --json gpu_check.json     # on a machine with an NVIDIA GPU
     python scripts/gpu_check.py --smoke                   # a few steps of everything, any device
 
-1. ``pytest -m cuda`` (tests/test_cuda.py).
+1. ``pytest -m cuda`` (tests/test_cuda.py). On a GPU the check fails if a test fails or is skipped; it
+   prints the counts, and its time limit is 3 × the test times the last ``--json`` recorded, + 120 s.
 2. bench-small (``+experiment=bench_small``) on the packaged Tatoeba corpus: training target
    tokens/s in fp32 and in bf16 (scripts/benchmark.py measures, as for the CPU figures).
 3. The paper's model (``+experiment=luong2015_wmt14``: 4 × 1000 LSTM, local-p general, 50K
@@ -24,8 +25,11 @@ import json
 import random
 import subprocess
 import sys
+import tempfile
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -46,19 +50,61 @@ SMOKE_DATA = ["data=hsk", "tokenizer.src_vocab_size=2000", "tokenizer.tgt_vocab_
 SMOKE_PAPER = ["model.emb_size=32", "model.hidden_size=32", "model.encoder_layers=2", "model.decoder_layers=2"]
 
 
-def run_cuda_tests(timeout: float) -> dict:
-    """``pytest -m cuda``: its summary line, exit status and seconds."""
-    t0 = time.perf_counter()
-    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "cuda", "tests/test_cuda.py", "-p", "no:cacheprovider"]
+FIRST_TIMEOUT = 900.0  # seconds for pytest -m cuda when no earlier run's test times are known
+
+
+def tests_timeout(previous: Path) -> tuple[float, str]:
+    """pytest's time limit: 3 × the CUDA tests' measured total in an earlier ``--json`` file, plus 120 s
+    for start-up, else FIRST_TIMEOUT; and where the figure came from."""
     try:
-        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
-        lines = proc.stdout.strip().splitlines()
-        summary, status = (lines[-1] if lines else proc.stderr[-500:]), proc.returncode
-        if status:
-            print(proc.stdout[-4000:], proc.stderr[-2000:], sep="\n")
-    except subprocess.TimeoutExpired:
-        summary, status = f"timed out after {timeout:.0f} s", -1
-    return {"summary": summary, "exit": status, "seconds": time.perf_counter() - t0}
+        seconds = json.loads(previous.read_text())["tests"]["test_seconds"]
+        return 3 * sum(seconds.values()) + 120, f"3 × the {sum(seconds.values()):.0f} s its tests took in {previous}, + 120 s"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return FIRST_TIMEOUT, f"no test times in {previous} yet: {FIRST_TIMEOUT:.0f} s"
+
+
+def run_cuda_tests(timeout: float) -> dict:
+    """``pytest -m cuda``: its summary line, exit status, seconds, the counts of passed, failed and skipped
+    tests and each test's seconds (from pytest's JUnit XML report)."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "cuda.xml"
+        cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-m", "cuda", "tests/test_cuda.py", "-p", "no:cacheprovider",
+               f"--junitxml={report}"]
+        try:
+            proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+            lines = proc.stdout.strip().splitlines()
+            summary, status = (lines[-1] if lines else proc.stderr[-500:]), proc.returncode
+            if status:
+                print(proc.stdout[-4000:], proc.stderr[-2000:], sep="\n")
+        except subprocess.TimeoutExpired:
+            summary, status = f"timed out after {timeout:.0f} s", -1
+        counts, seconds = junit_counts(report)
+    return {"summary": summary, "exit": status, "seconds": time.perf_counter() - t0, **counts, "test_seconds": seconds}
+
+
+def junit_counts(report: Path) -> tuple[dict, dict]:
+    """Counts (tests, passed, failed, skipped) and each test's seconds from a JUnit XML report (zeros if none)."""
+    counts, seconds = {"tests": 0, "passed": 0, "failed": 0, "skipped": 0}, {}
+    if not report.exists():
+        return counts, seconds
+    for case in ET.parse(report).getroot().iter("testcase"):
+        outcome = ("skipped" if case.find("skipped") is not None else
+                   "failed" if case.find("failure") is not None or case.find("error") is not None else "passed")
+        counts["tests"] += 1
+        counts[outcome] += 1
+        seconds[case.get("name", "?")] = float(case.get("time", 0.0))
+    return counts, seconds
+
+
+def tests_verdict(tests: dict, on_gpu: bool) -> Optional[str]:
+    """Why the CUDA tests fail the check, or None: a failure, a time-out, or, on a GPU, any test skipped
+    (a check whose every test was skipped checked nothing)."""
+    if tests["exit"] not in (0, 5):
+        return f"pytest -m cuda: {tests['summary']}"
+    if on_gpu and (tests["skipped"] or not tests["passed"]):
+        return f"pytest -m cuda on a GPU: {tests['skipped']} of {tests['tests']} tests skipped, {tests['passed']} passed"
+    return None
 
 
 def bench_small(precision: str, size: dict, device: torch.device, smoke: bool, checkpoint: str = "") -> dict:
@@ -127,7 +173,8 @@ def main() -> int:
     p.add_argument("--json", default="gpu_check.json", help="write the figures here")
     p.add_argument("--smoke", action="store_true", help="a few steps of everything, also on the CPU")
     p.add_argument("--skip-tests", action="store_true", help="measure only")
-    p.add_argument("--tests-timeout", type=float, default=240, help="seconds for pytest -m cuda")
+    p.add_argument("--tests-timeout", type=float, default=0,
+                   help="seconds for pytest -m cuda (default: 3 × the test times in --json from an earlier run, + 120)")
     p.add_argument("--checkpoint", default="", help="decode this trained run instead of the benchmarked model")
     args = p.parse_args()
     if not torch.cuda.is_available() and not args.smoke:
@@ -140,7 +187,12 @@ def main() -> int:
     result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
               "torch": torch.__version__, "smoke": args.smoke}
     if not args.skip_tests:
-        result["tests"] = run_cuda_tests(args.tests_timeout)
+        timeout, why = (args.tests_timeout, "--tests-timeout") if args.tests_timeout else tests_timeout(Path(args.json))
+        print(f"pytest -m cuda, time limit {timeout:.0f} s ({why})", flush=True)
+        result["tests"] = run_cuda_tests(timeout)
+        t = result["tests"]
+        print(f"CUDA tests: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped of {t['tests']} "
+              f"in {t['seconds']:.0f} s", flush=True)
     result["bench_small_fp32"] = bench_small("fp32", size, device, args.smoke)
     result["bench_small_bf16"] = bench_small("bf16", {**size, "decode": True}, device, args.smoke, args.checkpoint)
     result["paper_bf16"] = paper_model(size, device, args.smoke)
@@ -148,8 +200,10 @@ def main() -> int:
     print(table(result))
     print(f"{'total':<26}{result['seconds']:.0f} s on {result['device']}")
     Path(args.json).write_text(json.dumps(result, indent=1))
-    tests_failed = bool(result.get("tests") and result["tests"]["exit"] not in (0, 5))  # 5: none collected
-    return 1 if tests_failed else 0
+    verdict = tests_verdict(result["tests"], device.type == "cuda") if "tests" in result else None
+    if verdict:
+        print(f"gpu_check: FAILED: {verdict}", file=sys.stderr)
+    return 1 if verdict else 0
 
 
 if __name__ == "__main__":

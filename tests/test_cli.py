@@ -199,6 +199,17 @@ def test_evaluate_reference_of_another_length(trained_run, run_cli, tmp_path):
     assert_clean_failure(proc, "has 1 lines", "has 2", prog="nmt.evaluate")
 
 
+def test_evaluate_empty_files(trained_run, run_cli, tmp_path):
+    """An empty --src and --ref is one error line naming the source file (sacrebleu raised
+    IndexError on an empty corpus), exit 1."""
+    (tmp_path / "empty.zh").write_text("", encoding="utf-8")
+    (tmp_path / "empty.en").write_text("", encoding="utf-8")
+    proc = run_cli("nmt.evaluate", trained_run, "--src", tmp_path / "empty.zh", "--ref", tmp_path / "empty.en")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert_clean_failure(proc, f"--src {tmp_path / 'empty.zh'} holds no lines", "nothing to score",
+                         prog="nmt.evaluate")
+
+
 def test_evaluate_rejects_a_beam_below_one(trained_run, run_cli):
     """--beam 0 must be a usage error (translate checks it; evaluate divides by it and crashes
     with ZeroDivisionError in translate_texts)."""

@@ -124,3 +124,36 @@ def test_seeded_build_is_deterministic(make_model, batch):
     a, b = make_model(SRC_V, TGT_V, seed=3), make_model(SRC_V, TGT_V, seed=3)
     assert torch.equal(forward(a, batch)[0], forward(b, batch)[0])
     assert not torch.equal(forward(a, batch)[0], forward(make_model(SRC_V, TGT_V, seed=4), batch)[0])
+
+
+@pytest.mark.parametrize("rnn_type,bidirectional", [("lstm", True), ("lstm", False), ("gru", True)])
+def test_stacked_encoder_equals_one_multilayer_rnn_and_loads_its_weights(rnn_type, bidirectional):
+    """The encoder's separate layers compute what one ``nn.LSTM(layers=3)`` computes (the reference, and the
+    layout of checkpoints written before the split): its weights load into them, with the same memory and
+    final states; in training the layers' dropout masks come from torch's RNG, so a seed repeats them."""
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    from nmt.encoder import RNNS, Encoder
+
+    torch.manual_seed(0)
+    enc = Encoder(SRC_V, 8, 12, 3, bidirectional, rnn_type, dropout=0.3).eval()
+    ref = RNNS[rnn_type](8, 12 // enc.dirs, 3, batch_first=True, bidirectional=bidirectional)
+    state = {k: v for k, v in enc.state_dict().items() if not k.startswith("rnn.")}
+    state.update({f"rnn.{k}": v for k, v in ref.state_dict().items()})  # an old checkpoint's keys
+    enc.load_state_dict(state)
+    src = torch.tensor([[3, 4, 5, 6, 7, 8], [9, 10, 11, 0, 0, 0]])  # (batch, src_len), PAD = 0
+    lens = torch.tensor([6, 3])
+    memory, final = enc(src, lens)
+    packed = pack_padded_sequence(enc.embed(src), lens, batch_first=True, enforce_sorted=False)
+    out, ref_final = ref(packed)
+    ref_memory = pad_packed_sequence(out, batch_first=True, total_length=6)[0]
+    torch.testing.assert_close(memory, ref_memory)
+    finals = final if isinstance(final, tuple) else (final,)
+    ref_finals = ref_final if isinstance(ref_final, tuple) else (ref_final,)
+    for got, want in zip(finals, ref_finals):
+        torch.testing.assert_close(got, enc._merge(want))
+    enc.train()
+    torch.manual_seed(5)
+    a = enc(src, lens)[0]
+    torch.manual_seed(5)
+    assert torch.equal(a, enc(src, lens)[0]) and not torch.equal(a, enc(src, lens)[0])

@@ -50,7 +50,8 @@ def train(run_cli, run: Path, *overrides: str, timeout: float = 300):
 def test_resumed_run_matches_an_uninterrupted_one(run_cli, tmp_path, explain):
     """40 steps in one go, and 20 steps + resume to 40: the same losses at every logged step
     (model, optimizer, RNG, batch order and data position all restored); same seed, same losses."""
-    common = ["trainer.log_every=5", "trainer.valid_every=20", "model.dropout=0.3"]
+    common = ["trainer.log_every=5", "trainer.valid_every=20", "model.dropout=0.3", "model.encoder_layers=2",
+              "model.decoder_layers=2"]  # dropout between the layers too
     full, split = tmp_path / "full", tmp_path / "split"
     proc = train(run_cli, full, *common, "trainer.max_steps=40")
     assert proc.returncode == 0, explain(proc)

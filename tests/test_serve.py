@@ -102,6 +102,20 @@ def test_bad_requests_do_not_harm_good_ones(server, http, reference):
     assert all(400 <= s < 500 for (s, _), b in zip(answers, bodies) if b != bodies[0])
 
 
+@pytest.mark.parametrize("body,message", [
+    (b"[" * 10_000 + b"]" * 10_000, "body: JSON nested too deeply"),
+    (b'{"text": ' + b"[" * 10_000 + b"]" * 10_000 + b"}", "body: JSON nested too deeply"),
+    (b"1" * 5000, "body: JSON that cannot be read (Exceeds the limit"),  # json's int digits limit: a ValueError
+], ids=["nested", "nested-text", "long-int"])
+def test_json_that_python_cannot_parse_gets_a_400(server, http, reference, body, message):
+    """Bodies that make json.loads raise RecursionError or a plain ValueError (not JSONDecodeError)
+    are a 400 with one line, not a 500 with a traceback; the server answers the next request."""
+    got, answer = http.request(server + "/translate", body)
+    assert got == 400 and answer["error"].startswith(message) and "\n" not in answer["error"], answer
+    status, ok = http.post(server + "/translate", {"text": [SENTENCES[0]], "beam": 2})
+    assert status == 200 and ok["translations"][0]["tgt"] == reference[0][0][0], ok
+
+
 def test_models_health_page_and_unknown_routes(server, http, trained_run):
     status, models = http.get(server + "/models")
     assert status == 200 and [m["id"] for m in models] == [0, 1] and models[0]["attention"]["mode"] == "local_p"
