@@ -1,8 +1,8 @@
 """When training stops: the budget (steps, epochs, minutes) and SIGTERM or Ctrl-C.
 
 The clock is part of the run's state. It counts the wall time of the training loop (updates,
-validations and checkpoint writes), not start-up (data, model, precision timing) nor the final test
-scores; every checkpoint stores it (``counters.train_seconds``) and a resumed run continues it, so a
+validations and checkpoint writes), not start-up (data, model, precision timing) nor what follows the
+loop (the last step's validation, the test scores); every checkpoint stores it (``counters.train_seconds``) and a resumed run continues it, so a
 time budget is one budget however often the run is stopped, and a schedule that follows the budget
 (``linear``, ``cosine``) continues where it was. Under DDP every rank reads rank 0's clock.
 """
@@ -27,14 +27,20 @@ class Budget:
         self.steps_per_epoch = steps_per_epoch
         self.used_before, self.start = used_seconds, time.perf_counter()  # clock of the checkpoint resumed, and now
         self.now = used_seconds  # the clock at the last tick(): the same on every rank
+        self.end: Optional[float] = None  # when the training loop ended (stop())
 
     def elapsed(self) -> float:
         """This process's reading of the run's clock (seconds), resumed runs' time included."""
-        return self.used_before + time.perf_counter() - self.start
+        return self.used_before + self.here()
 
     def here(self) -> float:
         """Seconds of training in this process (throughput figures)."""
-        return time.perf_counter() - self.start
+        return (self.end or time.perf_counter()) - self.start
+
+    def stop(self) -> None:
+        """Stop the clock when the training loop ends: the last validation and the test scores after it are not
+        training time, so the last checkpoint's clock is the loop's (a time budget: within one update of it)."""
+        self.end = time.perf_counter()
 
     def tick(self, device: torch.device) -> float:
         """Read the clock once for every rank (rank 0's, when a time budget makes it a decision)."""

@@ -70,6 +70,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
              {k: tr[k] for k in ("max_steps", "max_epochs", "max_minutes") if tr[k]},
              f", {fmt_time(budget.used_before)} of training already used" if budget.used_before else "")
     stop_reason = run_updates(up, validator, budget, prepared.train, rng, rank, device)
+    budget.stop()
     train_seconds, seconds_here = budget.elapsed(), budget.here()
     if stop_reason and "received" in stop_reason:
         stop_now(up, ckpt_dir, stop_reason)
@@ -143,6 +144,11 @@ def build_updater(cfg: DictConfig, prepared: Prepared, epoch0: Epoch, resumed: O
     timing = epoch0[:8] if tr.precision == "auto" else []
     tr.precision = distributed.from_rank0(precision.choose(tr, model, device, timing))  # resolved once, for all ranks
     model.bf16_output = tr.precision == "bf16_output"
+    m = cfg.model
+    if device.type == "cuda" and m.decoder_layers > 1 and m.dropout and (m.rnn_type != "lstm" or not m.input_feeding):
+        log.warning("model: a %s decoder%s of %d layers runs cuDNN's dropout between its layers, whose state no "
+                    "checkpoint holds: a resumed run draws other masks there (docs/resume.md)", m.rnn_type.upper(),
+                    "" if m.input_feeding else " without input feeding", m.decoder_layers)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s parameters | attention %s/%s", f"{n_params:,}", cfg.model.attention.score, cfg.model.attention.mode)
     opt = build_optimizer(tr, model.parameters())
