@@ -1,3 +1,14 @@
 """nmt: RNN sequence-to-sequence translation with Luong attention."""
 
 __version__ = "0.1.0"
+
+__all__ = ["Translator", "__version__"]
+
+
+def __getattr__(name: str):
+    """``from nmt import Translator`` without importing torch for ``import nmt`` (the ONNX runtime does not need it)."""
+    if name == "Translator":
+        from nmt.translator import Translator
+
+        return Translator
+    raise AttributeError(f"module 'nmt' has no attribute {name!r}")

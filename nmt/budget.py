@@ -1,10 +1,11 @@
 """When training stops: the budget (steps, epochs, minutes) and SIGTERM or Ctrl-C.
 
 The clock is part of the run's state. It counts the wall time of the training loop (updates,
-validations and checkpoint writes), not start-up (data, model, precision timing) nor what follows the
-loop (the last step's validation, the test scores); every checkpoint stores it (``counters.train_seconds``) and a resumed run continues it, so a
-time budget is one budget however often the run is stopped, and a schedule that follows the budget
-(``linear``, ``cosine``) continues where it was. Under DDP every rank reads rank 0's clock.
+validations and checkpoint writes), not start-up (data, model, precision timing) nor what follows
+the loop (the last step's validation, the test scores). Every checkpoint stores it
+(``counters.train_seconds``) and a resumed run continues it, so a time budget is one budget however
+often the run is stopped, and a schedule that follows the budget (``linear``, ``cosine``) continues
+where it was. Under DDP every rank reads rank 0's clock.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
-"""Translation as a library: raw lines in, n-best translations, alignments or BLEU and chrF (sacrebleu,
-with signatures) out; the command-line tools and training's validation all decode through here."""
+"""Decoding as functions: raw lines in, n-best translations, alignments or BLEU and chrF (sacrebleu, with
+signatures) out. ``nmt.translator.Translator`` wraps them for every caller (commands, server, validation)."""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import logging
-import sys
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, Optional
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 import torch
@@ -17,9 +13,9 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from nmt.batching import inference_batches, make_batch
 from nmt.checkpoint import CheckpointError, load_model
-from nmt.device import PRECISION_HELP, PRECISIONS, autocast, pick_device, set_threads, warn_slow_bf16
+from nmt.device import autocast
 from nmt.model import Seq2Seq
-from nmt.search import STOPS, Models, beam_search
+from nmt.search import Models, beam_search
 from nmt.tokenizer import Tokenizer
 from nmt.vocab import EOS
 
@@ -97,12 +93,15 @@ def load_models(paths: Sequence[str], device: torch.device):
     return models, tok, cfg
 
 
-@dataclass
+@dataclass(frozen=True)
 class Scores:
+    """Corpus BLEU and chrF with sacrebleu's signatures (and, from ``Translator.evaluate``, the hypotheses scored)."""
+
     bleu: float
     chrf: float
     bleu_signature: str
     chrf_signature: str
+    hypotheses: list[str] = field(default_factory=list, repr=False)
 
 
 def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], tgt_lang: str = "en") -> Scores:
@@ -123,38 +122,3 @@ def evaluate(models: Models, tok: Tokenizer, normalize: Callable[[str], str], sr
     """Translate ``src`` (``search``: keywords of ``translate_nbest``) and score it against the reference streams."""
     hyps = translate_texts(models, tok, normalize, src, beam=beam, **search)
     return score(hyps, refs, tgt_lang), hyps
-
-
-@contextlib.contextmanager
-def progress_bar(total: int, desc: str) -> Iterator[Optional[Callable[[int], None]]]:
-    """``update(n)`` of a progress bar on stderr for more than one line, when stderr is a terminal; else None."""
-    if total <= 1 or not sys.stderr.isatty():
-        yield None
-        return
-    from datasets.utils.tqdm import tqdm
-
-    with tqdm(total=total, unit=" lines", desc=desc, file=sys.stderr, leave=False) as bar:
-        yield bar.update
-
-
-def decoding_parser(prog: str, doc: str, stop_help: str) -> argparse.ArgumentParser:
-    """The parser of nmt.translate or nmt.evaluate with the options they share."""
-    p = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
-    p.add_argument("model", help="run directory (uses checkpoints/best.pt) or checkpoint file")
-    p.add_argument("--ensemble", nargs="+", default=[], metavar="CKPT", help="more checkpoints to ensemble with")
-    p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
-    p.add_argument("--alpha", type=float, default=1.0, help="GNMT length penalty α (default 1.0)")
-    p.add_argument("--stop", choices=STOPS, default="full", help=stop_help)
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32", help=PRECISION_HELP)
-    return p
-
-
-def start_decoding(args: argparse.Namespace) -> tuple[list[Seq2Seq], Tokenizer, Any, torch.device]:
-    """A decoding command's start (UTF-8 stdout, logs on stderr, threads, device) and its models, tokenizer, config."""
-    sys.stdout.reconfigure(encoding="utf-8", errors="replace")  # type: ignore[union-attr]
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    set_threads(0)
-    device = pick_device(args.device)
-    warn_slow_bf16(device, args.precision)
-    return (*load_models([args.model, *args.ensemble], device), device)

@@ -14,10 +14,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from nmt.cli import decoding_parser, progress_bar, start_decoding
 from nmt.data.corpus import load_corpus
-from nmt.data.normalize import src_normalizer
 from nmt.data.text import DataError, read_lines
-from nmt.decode import decoding_parser, evaluate, progress_bar, start_decoding
 
 
 class _AddSet(argparse.Action):
@@ -74,17 +73,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             p.error(f"--src {s['name']} needs at least one --ref FILE")
     rows = []
     try:
-        models, tok, cfg, device = start_decoding(args)
+        translator = start_decoding(args)
         for s in sets:
-            src, refs = _load_set(s, cfg)
+            src, refs = _load_set(s, translator.config)
             t0 = time.perf_counter()
             with progress_bar(len(src), s["name"]) as update:
-                scores, hyps = evaluate(models, tok, src_normalizer(cfg.data), src, refs, cfg.data.tgt_lang, args.beam,
-                                        alpha=args.alpha, device=device, stop=args.stop, progress=update,
-                                        precision=args.precision)
+                scores = translator.evaluate(src, refs, beam=args.beam, alpha=args.alpha, stop=args.stop, progress=update)
             seconds = time.perf_counter() - t0  # decoding and scoring alone: no start-up, loading or reading
+            hyps = scores.hypotheses
+            figures = {k: v for k, v in dataclasses.asdict(scores).items() if k != "hypotheses"}
             rows.append({"set": s["name"], "sentences": len(src), "references": len(refs), "beam": args.beam,
-                         "stop": args.stop, "precision": args.precision, **dataclasses.asdict(scores),
+                         "stop": args.stop, "precision": args.precision, **figures,
                          "decode_seconds": round(seconds, 3), "sentences_per_s": round(len(src) / seconds, 1)})
             if args.output:
                 out = Path(args.output)

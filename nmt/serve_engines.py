@@ -46,17 +46,14 @@ class TorchEngine:
     intra-op threads of each decoding thread (0: all cores), set there by ``use_threads``."""
 
     def __init__(self, path: str, device: str = "auto", precision: str = "fp32", threads: int = 0):
-        from nmt.data.normalize import src_normalizer
-        from nmt.decode import load_models
-        from nmt.device import available_cores, keep_freed_memory, pick_device, warn_slow_bf16
+        from nmt.device import available_cores, keep_freed_memory, warn_slow_bf16
+        from nmt.translator import Translator
 
         keep_freed_memory()
         self.threads = max(1, threads or available_cores())
-        self.device, self.precision = pick_device(device), precision
-        warn_slow_bf16(self.device, precision)
-        models, self.tok, self.cfg = load_models([path], self.device)
-        self.model = models[0]
-        self.normalize = src_normalizer(self.cfg.data)
+        self.translator = Translator.load(path, device, precision)
+        warn_slow_bf16(self.translator.device, precision)
+        self.cfg = self.translator.config
         a = self.cfg.model.attention
         self.info = {"name": str(path), "backend": "torch", "src_lang": self.cfg.data.src_lang,
                      "tgt_lang": self.cfg.data.tgt_lang, "precision": precision,
@@ -69,17 +66,11 @@ class TorchEngine:
         torch.set_num_threads(self.threads)
 
     def translate(self, texts: Sequence[str], beam: int, n_best: int, attention: bool) -> list[dict]:
-        from nmt.decode import align, translate_nbest
-
-        nbests = translate_nbest(self.model, self.tok, self.normalize, texts, beam=beam, n_best=n_best,
-                                 device=self.device, precision=self.precision)
         out = []
-        for text, nbest in zip(texts, nbests):
-            att = None
-            if attention:
-                w, c, src_p, tgt_p = align(self.model, self.tok, self.normalize(text), nbest[0][0], self.device)
-                att = attention_json(w, c, src_p, tgt_p, self.cfg.model.attention.window)
-            out.append(result(text, nbest, att))
+        for t in self.translator.translate(texts, beam=beam, n_best=n_best, attention=attention):
+            a = t.attention
+            att = attention_json(a.weights, a.centres, a.src_pieces, a.tgt_pieces, self.cfg.model.attention.window) if a else None
+            out.append(result(t.source, [(h.text, h.score) for h in t.nbest], att))
         return out
 
 

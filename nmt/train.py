@@ -27,16 +27,15 @@ from nmt import __version__, checkpoint, compiled_step, distributed, precision
 from nmt.batching import Batch, Epoch, Pairs, epoch_batches, train_batches
 from nmt.budget import Budget, StopSignal, fmt_time
 from nmt.config import ConfigError, register, to_dict, validate
-from nmt.data.normalize import src_normalizer
 from nmt.data.prepare import Prepared, prepare
 from nmt.data.text import DataError
-from nmt.decode import evaluate
 from nmt.device import available_cores, cpu_trains_bf16_rnns, peak_memory_mb, set_threads
 from nmt.model import build_model
 from nmt.optim import Schedule, build_optimizer
 from nmt.run_folder import adopt_best, flatten, merge_resumed_config, restore, resume_state, write_run_files
 from nmt.tokenizer import Tokenizer
 from nmt.train_state import TrainingState
+from nmt.translator import Translator
 from nmt.update import TrainingError, Updater
 from nmt.validation import Validator
 
@@ -62,8 +61,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
     if main:
         write_run_files(run_dir, prepared.tokenizer, prepared.report, world_size, device)
         adopt_best(resumed, ckpt_dir)
-    validator = Validator(cfg, up.model, prepared.tokenizer, src_normalizer(cfg.data), dev, device, up.writer, ckpt_dir,
-                          up.schedule, up.snapshot)
+    validator = Validator(cfg, up.model, prepared.tokenizer, dev, device, up.writer, ckpt_dir, up.schedule, up.snapshot)
     budget = up.budget = Budget(tr.max_steps, tr.max_epochs, tr.max_minutes, max(1, len(epoch0) // per_update),
                                 up.state.train_seconds)  # ETA: updates per epoch
     log.info("training: %d updates per epoch (%d batch(es) each), budget %s%s", budget.steps_per_epoch, per_update,
@@ -250,8 +248,8 @@ def final_scores(cfg: DictConfig, prepared: Prepared, validator: Validator, metr
         sets["test"] = (prepared.test, tr.test_beam)
     best = checkpoint.load_model(validator.ckpt_dir / "best.pt", validator.device)[0] if sets else None
     for name, (split, beam) in sets.items():
-        scores = evaluate(best, validator.tok, validator.normalize, list(split["src"]), [list(split["tgt"])],
-                          cfg.data.tgt_lang, beam=beam, device=validator.device)[0]
+        scores = Translator(best, validator.tok, cfg, validator.device).evaluate(list(split["src"]), [list(split["tgt"])],
+                                                                                  beam=beam)
         metrics.update({f"{name}_bleu": scores.bleu, f"{name}_chrf": scores.chrf})
         for k in ("bleu", "chrf"):
             writer.add_scalar(f"test/{k}" if name == "test" else f"valid/full_dev_{k}", getattr(scores, k), step)

@@ -12,10 +12,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from nmt.data.normalize import src_normalizer
+from nmt.cli import decoding_parser, progress_bar, start_decoding
 from nmt.data.text import read_lines
-from nmt.decode import align, decoding_parser, hard_alignment, progress_bar, start_decoding, translate_nbest
+from nmt.decode import hard_alignment
 from nmt.plot import PlotError, attention_figure, find_cjk_font, save_png
+from nmt.translator import Translation
 
 
 def _lines(args: argparse.Namespace) -> Iterable[list[str]]:
@@ -33,14 +34,14 @@ def _lines(args: argparse.Namespace) -> Iterable[list[str]]:
         yield text.removesuffix("\n").split("\n") if text else []
 
 
-def _write(out: TextIO, args: argparse.Namespace, line_no: int, text: str, nbest: list, attention) -> None:
+def _write(out: TextIO, args: argparse.Namespace, line_no: int, t: Translation) -> None:
     """One input line's output: the translation, or the n-best list, or the translation and its alignment."""
-    source = f"{text}\t" if args.with_source else ""
+    source = f"{t.source}\t" if args.with_source else ""
     if args.n_best > 1:
-        out.writelines(f"{line_no} ||| {source}{hyp} ||| {score:.4f}\n" for hyp, score in nbest)
+        out.writelines(f"{line_no} ||| {source}{h.text} ||| {h.score:.4f}\n" for h in t.nbest)
     else:
-        alignment = f" ||| {hard_alignment(attention[0])}" if args.print_attention else ""
-        out.write(f"{source}{nbest[0][0]}{alignment}\n")
+        alignment = f" ||| {hard_alignment(t.attention.weights)}" if args.print_attention and t.attention else ""
+        out.write(f"{source}{t.text}{alignment}\n")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,27 +69,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 1 <= args.n_best <= args.beam:
         p.error(f"--n-best must be between 1 and --beam ({args.beam}), got {args.n_best}")
     try:
-        models, tok, cfg, device = start_decoding(args)
-        normalize = src_normalizer(cfg.data)
+        translator = start_decoding(args)
+        window = translator.config.model.attention.window
         if args.plot_attention:
             find_cjk_font()  # fail before translating anything
             Path(args.plot_attention).mkdir(parents=True, exist_ok=True)
         line_no = 0
         with open(args.output, "w", encoding="utf-8") if args.output else sys.stdout as out:
             for chunk in _lines(args):
-                with progress_bar(len(chunk), "translating") as update:
-                    results = translate_nbest(models, tok, normalize, chunk, args.beam, args.alpha, args.batch_tokens, device,
-                                              n_best=args.n_best, batch_sentences=args.batch_size, beta=args.beta,
-                                              stop=args.stop, progress=update, precision=args.precision)
-                for text, nbest in zip(chunk, results):
-                    attention = None
-                    if args.print_attention or args.plot_attention:  # an empty translation still has its </s> row
-                        attention = align(models[0], tok, normalize(text), nbest[0][0], device)
-                    _write(out, args, line_no, text, nbest, attention)
+                with progress_bar(len(chunk), "translating") as update:  # an empty translation has its </s> row
+                    results = translator.translate(chunk, beam=args.beam, n_best=args.n_best, alpha=args.alpha,
+                                                   beta=args.beta, stop=args.stop, batch_tokens=args.batch_tokens,
+                                                   batch_sentences=args.batch_size, progress=update,
+                                                   attention=bool(args.print_attention or args.plot_attention))
+                for t in results:
+                    _write(out, args, line_no, t)
                     if args.plot_attention:
-                        w, centres, src_pieces, tgt_pieces = attention
-                        fig = attention_figure(w, src_pieces, tgt_pieces, centres, cfg.model.attention.window,
-                                               title=f"{line_no}: {text[:60]}")
+                        a = t.attention
+                        fig = attention_figure(a.weights, a.src_pieces, a.tgt_pieces, a.centres, window,
+                                               title=f"{line_no}: {t.source[:60]}")
                         save_png(fig, Path(args.plot_attention) / f"{line_no:06d}.png")
                     line_no += 1
                 out.flush()

@@ -15,13 +15,13 @@ from torch.utils.tensorboard import SummaryWriter
 
 from nmt import checkpoint
 from nmt.batching import Batch
-from nmt.decode import align, evaluate
 from nmt.device import autocast
 from nmt.model import Seq2Seq
 from nmt.optim import Schedule
 from nmt.plot import PlotError, attention_figure, figure_array
 from nmt.tokenizer import Tokenizer
 from nmt.train_state import TrainingState
+from nmt.translator import Translator
 from nmt.update import dev_loss
 
 log = logging.getLogger("nmt.train")
@@ -47,22 +47,23 @@ def rotate_checkpoints(snapshot: dict, ckpt_dir: Path, step: int, improved: bool
 class Validator:
     """Scores the dev set, keeps the best checkpoint, feeds the plateau schedule, says when to stop."""
 
-    def __init__(self, cfg: DictConfig, model: Seq2Seq, tok: Tokenizer, normalize: Callable[[str], str],
+    def __init__(self, cfg: DictConfig, model: Seq2Seq, tok: Tokenizer,
                  dev: tuple[list[str], list[str], list[Batch]], device: torch.device, writer: SummaryWriter,
                  ckpt_dir: Path, schedule: Schedule, snapshot: Callable[[], dict]):
-        self.cfg, self.tr, self.model, self.tok, self.normalize = cfg, cfg.trainer, model, tok, normalize
+        self.cfg, self.tr, self.model, self.tok = cfg, cfg.trainer, model, tok
         self.dev_src, self.dev_tgt, self.dev_batches = dev
         self.device, self.writer, self.ckpt_dir, self.schedule, self.snapshot = device, writer, ckpt_dir, schedule, snapshot
         self.history: list[dict] = []
         self.images = self.tr.attention_images > 0
+        self.translator = Translator(model, tok, cfg, device)  # decodes as nmt.translate does
 
     def __call__(self, state: TrainingState) -> bool:
         """Dev loss and BLEU, checkpoints, schedule and early stopping; True = stop training."""
         t0, tr, step = time.perf_counter(), self.tr, state.step
         loss = dev_loss(self.model, self.dev_batches, self.device, tr.precision)
         with autocast(self.device, tr.precision):
-            scores, hyps = evaluate(self.model, self.tok, self.normalize, self.dev_src, [self.dev_tgt],
-                                    self.cfg.data.tgt_lang, beam=tr.valid_beam, device=self.device)
+            scores = self.translator.evaluate(self.dev_src, [self.dev_tgt], beam=tr.valid_beam)
+        hyps = scores.hypotheses
         record = {"step": step, "epoch": state.epoch, "valid_loss": loss, "valid_ppl": math.exp(min(loss, 50)),
                   "valid_bleu": scores.bleu, "valid_chrf": scores.chrf}
         self.history.append(record)
@@ -92,9 +93,8 @@ class Validator:
             for i in range(min(self.tr.attention_images, len(self.dev_src))):
                 if not hyps[i]:
                     continue
-                w, centres, src_pieces, tgt_pieces = align(self.model, self.tok, self.normalize(self.dev_src[i]),
-                                                           hyps[i], self.device)
-                fig = attention_figure(w, src_pieces, tgt_pieces, centres, self.cfg.model.attention.window,
+                a = self.translator.attention(self.dev_src[i], hyps[i])
+                fig = attention_figure(a.weights, a.src_pieces, a.tgt_pieces, a.centres, self.cfg.model.attention.window,
                                        title=f"step {step}")
                 self.writer.add_image(f"attention/dev{i}", figure_array(fig), step, dataformats="HWC")
         except PlotError as e:
