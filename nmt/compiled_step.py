@@ -14,7 +14,7 @@ import torch
 
 from nmt.decoder import Decoder
 
-log = logging.getLogger("nmt.compiled_step")
+log = logging.getLogger(__name__)
 
 
 def wanted(setting: Optional[bool], device: torch.device, decoder: Decoder) -> bool:

@@ -117,4 +117,4 @@ def cpu_trains_bf16_rnns() -> bool:
 def warn_slow_bf16(device: torch.device, precision: str) -> None:
     """Warn that bf16 on a CPU without bf16 matrix instructions is emulated, so likely slower than fp32."""
     if precision in ("bf16", "bf16_output") and device.type == "cpu" and not cpu_info()["native_bf16"]:
-        logging.getLogger("nmt").warning("bf16 on a CPU without AMX/avx512_bf16 will likely be slower than fp32")
+        logging.getLogger(__name__).warning("bf16 on a CPU without AMX/avx512_bf16 will likely be slower than fp32")

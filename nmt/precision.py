@@ -22,7 +22,7 @@ from nmt.device import autocast, cpu_info
 from nmt.model import Seq2Seq
 from nmt.update import batch_loss
 
-log = logging.getLogger("nmt.precision")
+log = logging.getLogger(__name__)
 
 CANDIDATES = ("fp32", "bf16_output", "bf16")
 # a bf16 choice must time this much faster than fp32. On a 2-core AMX CPU (2026-12-01) passes over

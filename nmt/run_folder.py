@@ -18,7 +18,7 @@ from nmt.optim import Schedule
 from nmt.tokenizer import Tokenizer
 from nmt.train_state import TrainingState
 
-log = logging.getLogger("nmt.train")
+log = logging.getLogger(__name__)
 
 
 def git_commit() -> Optional[str]:

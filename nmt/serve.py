@@ -28,9 +28,9 @@ from starlette.staticfiles import StaticFiles
 
 from nmt.serve_batch import Batcher, QueueFull
 from nmt.serve_engines import Engine
-from nmt.serve_requests import Limits, Query, RequestError, parse
+from nmt.serve_requests import Limits, Query, RequestError, Search, parse
 
-log = logging.getLogger("nmt.serve")
+log = logging.getLogger("nmt.serve")  # an entry module: __name__ would be "__main__"
 STATIC = Path(__file__).parent / "static"
 
 
@@ -80,9 +80,8 @@ def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int =
                batch_lines: int = 256, workers: int = 1) -> Starlette:
     """The ASGI app serving ``engines`` (ids 0..n-1)."""
 
-    def decode(key: tuple[int, int, int, bool], lines: Sequence[str]) -> list[dict]:
-        model, b, n_best, attention = key
-        return engines[model].translate(lines, b, n_best, attention)
+    def decode(key: Search, lines: Sequence[str]) -> list[dict]:
+        return engines[key.model].translate(lines, key.beam, key.n_best, key.attention)
 
     batcher = Batcher(decode, wait_ms, batch_lines, limits.max_queue, workers, functools.partial(use_threads, engines))
     started = time.time()

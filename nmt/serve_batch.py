@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-log = logging.getLogger("nmt.serve")
+log = logging.getLogger(__name__)
 
 Decode = Callable[[Hashable, Sequence[str]], list]  # (key, lines) -> one result per line
 

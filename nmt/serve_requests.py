@@ -32,6 +32,16 @@ class RequestError(Exception):
         self.status, self.message = status, message
 
 
+@dataclass(frozen=True)
+class Search:
+    """What decides how lines are decoded, so which lines may share a batch (the batcher's key)."""
+
+    model: int  # the engine's index
+    beam: int
+    n_best: int
+    attention: bool
+
+
 @dataclass
 class Query:
     """Lines of one request for one model with one search setting (one batcher key)."""
@@ -44,8 +54,8 @@ class Query:
     positions: list[int]  # where each line stood in the request
 
     @property
-    def key(self) -> tuple[int, int, int, bool]:
-        return (self.model, self.beam, self.n_best, self.attention)
+    def key(self) -> Search:
+        return Search(self.model, self.beam, self.n_best, self.attention)
 
 
 def parse(body: bytes, limits: Limits, n_models: int, beam: int) -> tuple[str, list[Query]]:

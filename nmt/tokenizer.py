@@ -15,8 +15,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from nmt.cache import cache_root
 from nmt.config import ConfigError, TokenizerConfig
-from nmt.data.cache import cache_root
 from nmt.vocab import BOS, EOS, PAD, UNK
 
 log = logging.getLogger(__name__)

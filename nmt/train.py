@@ -39,7 +39,7 @@ from nmt.translator import Translator
 from nmt.update import TrainingError, Updater
 from nmt.validation import Validator
 
-log = logging.getLogger("nmt.train")
+log = logging.getLogger("nmt.train")  # an entry module: __name__ would be "__main__"
 
 
 def train(cfg: DictConfig, run_dir: Path) -> dict:

@@ -23,7 +23,7 @@ from nmt.optim import Schedule
 from nmt.train_state import TrainingState
 from nmt.vocab import PAD
 
-log = logging.getLogger("nmt.train")
+log = logging.getLogger(__name__)
 
 
 def rng_states(device: torch.device) -> dict[str, Optional[torch.Tensor]]:

@@ -24,7 +24,7 @@ from nmt.train_state import TrainingState
 from nmt.translator import Translator
 from nmt.update import dev_loss
 
-log = logging.getLogger("nmt.train")
+log = logging.getLogger(__name__)
 
 
 def rotate_checkpoints(snapshot: dict, ckpt_dir: Path, step: int, improved: bool, keep_best: int, keep_last: int) -> None:

@@ -1,21 +1,16 @@
-"""Where prepared data lives ($NMT_CACHE) and ``Dataset.map`` runs that cache their output there."""
+"""``Dataset.map`` runs that cache their output under $NMT_CACHE (``nmt.cache``), and how many processes they use."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Optional
 
 import datasets
 
+from nmt.cache import cache_root
 from nmt.config import DataConfig
 from nmt.device import available_cores
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("NMT_CACHE", Path.home() / ".cache" / "nmt"))
 
 
 def num_workers(cfg: DataConfig, rows: int) -> Optional[int]:

@@ -10,8 +10,8 @@ from typing import Optional
 
 import datasets
 
+from nmt.cache import cache_root
 from nmt.config import DataConfig
-from nmt.data.cache import cache_root
 from nmt.data.text import SPLITS, DataError, check_parallel, count_lines, iter_lines
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import datasets
 import numpy as np
 
+from nmt.cache import cache_root
 from nmt.config import DataConfig
-from nmt.data.cache import cache_root, map_cached
+from nmt.data.cache import map_cached
 from nmt.data.text import SPLITS, DataError
 
 log = logging.getLogger(__name__)

@@ -23,8 +23,9 @@ from omegaconf import OmegaConf
 
 from nmt import __version__
 from nmt.batching import Pairs
+from nmt.cache import cache_root
 from nmt.config import DataConfig, TokenizerConfig
-from nmt.data.cache import cache_root, map_cached, num_workers
+from nmt.data.cache import map_cached, num_workers
 from nmt.data.corpus import clean_splits, load_raw
 from nmt.data.text import DataError
 from nmt.tokenizer import Tokenizer, load_or_train

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import datasets
 
+from nmt.cache import cache_root
 from nmt.config import DataConfig
-from nmt.data.cache import cache_root
 from nmt.data.text import DataError, read_lines
 
 PACKAGED = Path(__file__).resolve().parents[2] / "data" / "tatoeba"
