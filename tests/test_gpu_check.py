@@ -60,3 +60,4 @@ def test_a_gpu_run_whose_cuda_tests_were_all_skipped_fails(tmp_path):
     assert gpu_check.tests_timeout(previous)[0] == gpu_check.FIRST_TIMEOUT
     previous.write_text(json.dumps({"tests": {"test_seconds": seconds}}))
     assert gpu_check.tests_timeout(previous)[0] == 3 * 43.5 + 120
+

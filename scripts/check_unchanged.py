@@ -1,0 +1,98 @@
+"""Behaviour unchanged by a refactor: the same fixed-seed training and the same translations at two commits.
+
+    python scripts/check_unchanged.py 7dba35a --model outputs/demo --json unchanged.json
+
+At ``BASE`` (a git worktree in a temporary folder) and at the working tree:
+1. a tiny fixed-seed run (2-layer encoder and decoder with dropout, 60 updates, two validations):
+   the final weights' md5 and the dev history (loss, BLEU);
+2. with ``--model``, ``nmt.translate`` of the 1,000 Tatoeba dev lines, greedy and beam 5: md5 of each output.
+Exit status 1 if anything differs. Writes a record (date, commits, command, figures) with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ["data=hsk", "model.emb_size=32", "model.hidden_size=32", "model.encoder_layers=2", "model.decoder_layers=2",
+        "model.dropout=0.3", "tokenizer.src_vocab_size=2000", "tokenizer.tgt_vocab_size=500", "data.dev_size=100",
+        "data.test_size=100", "trainer.device=cpu", "trainer.threads=1", "trainer.test_beam=0", "trainer.batch_tokens=400",
+        "trainer.valid_max_sentences=50", "trainer.max_steps=60", "trainer.valid_every=30", "trainer.log_every=10"]
+
+
+def run(code: Path, env: dict, *args: str) -> None:
+    """``python -m ...`` with the ``nmt`` of ``code`` (its folder first on the path)."""
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=code, env=dict(env, PYTHONPATH=str(code)),
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"{code}: {' '.join(args[:3])} failed:\n{proc.stderr[-2000:]}")
+
+
+def training(code: Path, out: Path, env: dict) -> dict:
+    """The tiny run's final weights (md5 of every tensor's bytes, by name) and dev history."""
+    run(code, env, "nmt.train", *TINY, f"hydra.run.dir={out}")
+    weights = torch.load(out / "checkpoints" / "last.pt", weights_only=True)["model"]
+    md5 = hashlib.md5(b"".join(v.numpy().tobytes() for _, v in sorted(weights.items()))).hexdigest()
+    history = json.loads((out / "metrics.json").read_text())["history"]
+    return {"weights_md5": md5, "history": [[r["step"], r["valid_loss"], r["valid_bleu"]] for r in history]}
+
+
+def decoding(code: Path, model: str, src: Path, out: Path, env: dict) -> dict:
+    """md5 of ``nmt.translate``'s output for greedy and beam 5."""
+    figures = {}
+    for beam in (1, 5):
+        hyp = out / f"beam{beam}.txt"
+        run(code, env, "nmt.translate", model, "--beam", str(beam), "--device", "cpu", "--input", str(src),
+            "--output", str(hyp))
+        figures[f"beam{beam}_md5"] = hashlib.md5(hyp.read_bytes()).hexdigest()
+    return figures
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("base", help="the commit to compare the working tree with")
+    p.add_argument("--model", help="a trained run or checkpoint to decode the dev lines with")
+    p.add_argument("--json")
+    args = p.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="unchanged_"))
+    env = dict(os.environ, NMT_CACHE=str(tmp / "cache"), CUDA_VISIBLE_DEVICES="", PYTHONHASHSEED="0")
+    subprocess.run(["git", "worktree", "add", "-f", "--detach", str(tmp / "base_code"), args.base], cwd=REPO, check=True,
+                   capture_output=True)
+    src = tmp / "dev.zh"
+    lines = pq.read_table(REPO / "data" / "tatoeba" / "dev.parquet")["zh"].to_pylist()
+    src.write_text("".join(s.replace("\n", " ") + "\n" for s in lines), encoding="utf-8")
+    sides = {}
+    try:
+        for name, code in (("base", tmp / "base_code"), ("working_tree", REPO)):
+            (tmp / name).mkdir()
+            sides[name] = training(code, tmp / name / "run", env)
+            if args.model:
+                sides[name].update(decoding(code, args.model, src, tmp / name, env))
+            print(name, json.dumps(sides[name]), flush=True)
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tmp / "base_code")], cwd=REPO, capture_output=True)
+    same = sides["base"] == sides["working_tree"]
+    differ = [k for k in sides["base"] if sides["base"][k] != sides["working_tree"].get(k)]
+    print("unchanged" if same else "CHANGED: " + ", ".join(differ))
+    if args.json:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+        Path(args.json).write_text(json.dumps({
+            "date": datetime.datetime.now().isoformat(timespec="seconds"), "base": args.base, "head": head,
+            "dirty": bool(subprocess.run(["git", "status", "--porcelain", "nmt"], cwd=REPO, capture_output=True,
+                                         text=True).stdout), "command": sys.argv, "unchanged": same, **sides}, indent=1))
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

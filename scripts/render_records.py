@@ -1,0 +1,89 @@
+"""Render the docs' tables from the measurement records in docs/records/ (figures are data, not prose).
+
+    python scripts/render_records.py            # rewrite every <!-- render: NAME --> ... <!-- /render --> block
+    python scripts/render_records.py --check    # exit 1 if a block differs from what its records give
+
+A block's NAME picks a renderer below; each reads the records (JSON written by a script in the tree, with
+date, commit, command and machine) and returns Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RECORDS, DOCS = REPO / "docs" / "records", REPO / "docs"
+BLOCK = re.compile(r"(<!-- render: (\w+) -->\n)(.*?)(<!-- /render -->)", re.S)
+
+
+def machine(cpu: dict) -> str:
+    return f"{cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags']) or 'none of amx/avx512'}"
+
+
+def soak() -> str:
+    """The soak checks: kills survived per scenario and what was compared."""
+    rows = ["| record | scenario | kills | launches | result | figures |", "| --- | --- | ---: | ---: | --- | --- |"]
+    machines = set()
+    for path in sorted(RECORDS.glob("soak_resume*.json")):
+        r = json.loads(path.read_text())
+        for name, s in r["scenarios"].items():
+            if name == "time":
+                figures = (f"clock {s['train_seconds']:.2f} s for {s['budget_s']:.0f} s ({s['steps']:,} updates of "
+                           f"{1000 * s['update_s']:.1f} ms); wall {s['wall_s']:.1f} s; largest lr change after warm-up "
+                           f"{s['lr_largest_rise']:+.2g}")
+            else:
+                figures = f"{s['final_step']} of {s['steps']} steps; tensors differing: {len(s['tensors_differing'])}"
+            rows.append(f"| `{path.name}` ({r['date'][:10]}, {r['git_commit'][:7]}) | {name} | {len(s['kills'])} | "
+                        f"{s['launches']} | {'pass' if s['pass'] else 'FAIL'} | {figures} |")
+        machines.add(machine(r["cpu"]))
+    return "\n".join(rows) + "\n\nOn " + "; ".join(sorted(machines)) + ".\n"
+
+
+def encoder_split() -> str:
+    """The encoder's separate layers against one multi-layer module."""
+    rows = ["| record | device | batch × max length | stacked ms | multi-layer ms | ratio |",
+            "| --- | --- | --- | ---: | ---: | ---: |"]
+    for path in sorted(RECORDS.glob("encoder_split*.json")):
+        r = json.loads(path.read_text())
+        dev = r["device"] if isinstance(r["device"], str) else machine(r["device"])
+        rows.append(f"| `{path.name}` ({r['date'][:10]}, {r['commit'][:7]}) | {dev} | {r['batch']} × {r['max_len']} | "
+                    f"{r['stacked_ms']:.1f} | {r['multi_layer_ms']:.1f} | {r['stacked_over_multi_layer']:.3f} |")
+    return "\n".join(rows) + "\n"
+
+
+RENDERERS: dict[str, Callable[[], str]] = {"soak": soak, "encoder_split": encoder_split}
+
+
+def render(text: str, where: Path) -> str:
+    def one(m: re.Match) -> str:
+        if m.group(2) not in RENDERERS:
+            raise SystemExit(f"{where}: no renderer {m.group(2)!r} (known: {', '.join(RENDERERS)})")
+        return m.group(1) + RENDERERS[m.group(2)]() + m.group(4)
+
+    return BLOCK.sub(one, text)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 if a doc is out of date")
+    args = p.parse_args()
+    stale = []
+    for doc in sorted(DOCS.glob("*.md")):
+        text = doc.read_text(encoding="utf-8")
+        new = render(text, doc)
+        if new != text:
+            stale.append(doc)
+            if not args.check:
+                doc.write_text(new, encoding="utf-8")
+    for doc in stale:
+        print(f"{doc.relative_to(REPO)}: {'out of date with docs/records' if args.check else 'rendered'}")
+    return 1 if stale and args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""The docs hold together: the README is a short guide that opens with the two commands, every relative link in
+README.md and docs/ reaches a file, and every rendered table equals what its records in docs/records/ give."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LINK = re.compile(r"\]\(([^)#\s]+)(#[^)\s]*)?\)")
+
+
+def test_the_readme_is_a_guide_that_starts_with_the_two_commands():
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines: move detail into docs/"
+    first_block = "\n".join(lines[: lines.index("```bash", 0) + 4])
+    assert "make demo" in first_block and "make test" in first_block
+
+
+def test_every_relative_link_reaches_a_file():
+    broken = []
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for target, _ in LINK.findall(doc.read_text(encoding="utf-8")):
+            if "://" not in target and not (doc.parent / target).exists():
+                broken.append(f"{doc.relative_to(REPO)} -> {target}")
+    assert not broken, broken
+
+
+def test_the_docs_tables_are_rendered_from_the_records():
+    """Every ``<!-- render -->`` block in docs/ equals what scripts/render_records.py makes of docs/records/."""
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "render_records.py"), "--check"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
