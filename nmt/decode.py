@@ -4,16 +4,15 @@ signatures) out. ``nmt.translator.Translator`` wraps them for every caller (comm
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 import torch
-from sacrebleu.metrics import BLEU, CHRF
 
 from nmt.batching import inference_batches, make_batch
 from nmt.checkpoint import CheckpointError, load_model
 from nmt.device import autocast
+from nmt.metrics import Scores, score
 from nmt.model import Seq2Seq
 from nmt.search import Models, beam_search
 from nmt.tokenizer import Tokenizer
@@ -91,30 +90,6 @@ def load_models(paths: Sequence[str], device: torch.device):
             raise CheckpointError(f"{path} uses other sentencepiece models than {paths[0]}: an ensemble needs one vocabulary")
         models.append(model)
     return models, tok, cfg
-
-
-@dataclass(frozen=True)
-class Scores:
-    """Corpus BLEU and chrF with sacrebleu's signatures (and, from ``Translator.evaluate``, the hypotheses scored)."""
-
-    bleu: float
-    chrf: float
-    bleu_signature: str
-    chrf_signature: str
-    hypotheses: list[str] = field(default_factory=list, repr=False)
-
-
-def score(hyps: Sequence[str], refs: Sequence[Sequence[str]], tgt_lang: str = "en") -> Scores:
-    """``refs`` is a list of reference streams, each aligned with ``hyps``; sacrebleu's zh tokenizer for Chinese."""
-    for i, r in enumerate(refs):
-        if len(r) != len(hyps):
-            raise ValueError(f"reference set {i + 1} has {len(r)} lines but there are {len(hyps)} hypotheses")
-    if not hyps:
-        raise ValueError("no hypotheses to score: sacrebleu needs at least one line")
-    bleu, chrf = BLEU(tokenize="zh" if tgt_lang.startswith("zh") else "13a"), CHRF()
-    hyps, refs = list(hyps), [list(r) for r in refs]
-    b, c = bleu.corpus_score(hyps, refs), chrf.corpus_score(hyps, refs)
-    return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()))
 
 
 def evaluate(models: Models, tok: Tokenizer, normalize: Callable[[str], str], src: Sequence[str],

@@ -22,8 +22,9 @@ import numpy as np
 import torch
 
 from nmt.data.normalize import src_normalizer
-from nmt.decode import Scores, align, load_models, score, translate_nbest
+from nmt.decode import align, load_models, translate_nbest
 from nmt.device import PRECISIONS, pick_device
+from nmt.metrics import Scores, score
 from nmt.model import Seq2Seq
 from nmt.search import STOPS
 from nmt.tokenizer import Tokenizer

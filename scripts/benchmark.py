@@ -33,8 +33,9 @@ from nmt.checkpoint import load_model
 from nmt.config import register, validate
 from nmt.data.normalize import src_normalizer
 from nmt.data.prepare import Prepared, prepare
-from nmt.decode import score, translate_texts
+from nmt.decode import translate_texts
 from nmt.device import PRECISIONS, autocast, cpu_info, pick_device, set_threads, warn_slow_bf16
+from nmt.metrics import score
 from nmt.model import Seq2Seq, build_model
 from nmt.optim import build_optimizer
 from nmt.tokenizer import PAD

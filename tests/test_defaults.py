@@ -12,7 +12,7 @@ import pytest
 import sacrebleu
 from omegaconf import OmegaConf
 
-from nmt.decode import score
+from nmt.metrics import score
 
 BASE = [  # as tests/test_resume.py: the embedded corpus, a 1-layer 32-unit model, no test split decoding
     "data=hsk", "model.emb_size=32", "model.hidden_size=32", "model.encoder_layers=1", "model.decoder_layers=1",
