@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.serve_batch import Batcher, QueueFull
+from nmt.serve.batcher import Batcher, QueueFull
 
 SENTENCES = ["老师，您好！", "图书馆在学校里边。", "谢谢你！不客气。", "", "我们明天去北京。"]
 
@@ -130,7 +130,7 @@ def test_models_health_page_and_unknown_routes(server, http, trained_run):
 
 def test_bf16_engine_answers_like_fp32(trained_run, reference):
     """``--precision bf16``: the same search under bf16 autocast; scores stay close, /models says so."""
-    from nmt.serve_engines import TorchEngine
+    from nmt.serve.engines import TorchEngine
 
     engine = TorchEngine(str(trained_run), "cpu", "bf16")
     assert engine.info["precision"] == "bf16"
@@ -145,8 +145,8 @@ def test_decoding_threads_get_the_engines_intra_op_threads(trained_run):
     engine's intra-op threads, while the thread that loaded it keeps its own count (``nmt.serve`` sets 1)."""
     from starlette.testclient import TestClient
 
-    from nmt.serve import create_app
-    from nmt.serve_engines import TorchEngine
+    from nmt.serve.app import create_app
+    from nmt.serve.engines import TorchEngine
 
     before = torch.get_num_threads()
     engine = TorchEngine(str(trained_run), "cpu", threads=3)

@@ -1,9 +1,9 @@
 """Translation over HTTP: ``python -m nmt.serve RUN [RUN ...] [--onnx DIR ...] --host 127.0.0.1 --port 5000``.
 
 Routes: ``POST /translate`` (OpenNMT-py's request shape or a plain one, see
-``nmt/serve_requests.py``), ``GET /models``, ``GET /health`` and ``GET /``, a page that
+``nmt/serve/requests.py``), ``GET /models``, ``GET /health`` and ``GET /``, a page that
 translates and shows the attention of each target word. Concurrent requests are batched
-(``nmt/serve_batch.py``). Models are numbered from 0: the checkpoints, then the ONNX folders.
+(``nmt/serve/batcher.py``). Models are numbered from 0: the checkpoints, then the ONNX folders.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from nmt.serve_batch import Batcher, QueueFull
-from nmt.serve_engines import Engine
-from nmt.serve_requests import Limits, Query, RequestError, Search, parse
+from nmt.serve.batcher import Batcher, QueueFull
+from nmt.serve.engines import Engine
+from nmt.serve.requests import Limits, Query, RequestError, Search, parse
 
-log = logging.getLogger("nmt.serve")  # an entry module: __name__ would be "__main__"
+log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 
 
@@ -155,7 +155,7 @@ def _error(counts: dict, status: int, message: str) -> JSONResponse:
 def load_engines(runs: Sequence[str], onnx: Sequence[str], device: str, precision: str = "fp32",
                  threads: int = 0) -> list[Engine]:
     """Checkpoints first, then ONNX folders: their order gives the model ids. ``threads``: intra-op threads (0: all cores)."""
-    from nmt.serve_engines import OnnxEngine, TorchEngine
+    from nmt.serve.engines import OnnxEngine, TorchEngine
 
     return [TorchEngine(r, device, precision, threads) for r in runs] + [OnnxEngine(o, threads) for o in onnx]
 
