@@ -182,3 +182,18 @@ def test_ddp_two_processes_match_one_with_the_same_global_batch(cli_env, run_cli
     print("DDP vs single: largest weight difference", max(float((a[k] - b[k]).abs().max()) for k in a))
     assert losses(ddp).keys() == {4, 8, 12}
     assert len(list((ddp / "tensorboard").glob("events.*"))) == 1  # rank 0 alone logs
+
+
+def test_a_finished_run_resumed_into_a_new_folder_keeps_its_best_checkpoint(run_cli, tmp_path, explain):
+    """Resuming a run whose budget is spent into another folder trains nothing more, takes the old run's best.pt
+    with it (its counters carry that best score) and scores the test split with it; before, it ended in
+    "best.pt does not exist"."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    assert train(run_cli, old, "trainer.max_steps=6", "trainer.valid_every=3").returncode == 0
+    proc = train(run_cli, new, "trainer.max_steps=6", "trainer.valid_every=3", f"trainer.resume={old}",
+                 "trainer.test_beam=2")
+    assert proc.returncode == 0, explain(proc)
+    a, b = (checkpoint.load(r / "checkpoints" / "best.pt") for r in (old, new))
+    assert a["counters"] == b["counters"] and all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    metrics = json.loads((new / "metrics.json").read_text())
+    assert metrics["steps"] == 6 and "test_bleu" in metrics
