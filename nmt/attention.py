@@ -30,21 +30,21 @@ import torch
 from torch import nn
 
 from nmt.config import MODES, SCORES
-from nmt.source_grad import bmm, gather
+from nmt.ops import PLAIN, Ops
 
 
 class LuongAttention(nn.Module):
-    def __init__(self, score: str, mode: str, hidden: int, window: int = 10, heads: int = 1, max_len: int = 256):
+    def __init__(self, score: str, mode: str, hidden: int, window: int = 10, heads: int = 1, max_len: int = 256,
+                 ops: Ops = PLAIN):
         super().__init__()
         for what, value, choices in (("score", score, SCORES), ("mode", mode, MODES)):
             if value not in choices:
                 raise ValueError(f"attention {what} {value!r} is not one of {', '.join(choices)}")
         self.score, self.mode, self.window, self.heads, self.max_len = score, mode, window, heads, max_len
+        self.ops = ops  # bmm and gather against the source (nmt/ops.py)
         # local modes gather the window once the source is this many windows long; on 2 CPU cores
         # gathering did not pay even at 200 positions (scripts/benchmark_local.py)
         self.gather_above = 20.0
-        # in training, sum the steps' gradients for keys and memory once per batch (nmt.source_grad)
-        self.defer_source_grads = True
         if heads > 1 or score == "concat":  # concat: W_a [h_t; h̄_s] = W_q h_t + W_k h̄_s, one full matrix in two halves
             self.W_q = nn.Linear(hidden, hidden, bias=False)
             self.W_k = nn.Linear(hidden, hidden, bias=False)
@@ -88,7 +88,7 @@ class LuongAttention(nn.Module):
             dist = s.view(1, 1, -1) - p.unsqueeze(-1)  # (batch, T, src_len)
         if self.heads == 1:
             weights = self.align(self._full_scores(query, keys), allowed, dist).to(memory.dtype)  # (batch, T, src_len)
-            return bmm(weights, memory), weights, p  # (batch, T, hidden)
+            return self.ops.bmm(weights, memory), weights, p  # (batch, T, hidden)
         # multi-head: every head shares the mask, the window and the Gaussian
         dist = dist.unsqueeze(1) if dist is not None else None  # (batch, 1, T, src_len)
         weights = self.align(self._full_scores(query, keys), allowed.unsqueeze(1), dist)  # (B, heads, T, S)
@@ -112,7 +112,10 @@ class LuongAttention(nn.Module):
         if self.score == "concat":  # v_aᵀ tanh(W_q h_t + W_k h̄_s)
             k = keys if keys.dim() == 4 else keys.unsqueeze(1)  # (batch, T or 1, S or W, d)
             return self.v_a(torch.tanh(self.W_q(query).unsqueeze(2) + k)).squeeze(-1)
-        scores = (query.unsqueeze(2) * keys).sum(-1) if keys.dim() == 4 else bmm(query, keys, transpose=True)  # (batch, T, W/S)
+        if keys.dim() == 4:  # a window per step
+            scores = (query.unsqueeze(2) * keys).sum(-1)  # (batch, T, W)
+        else:
+            scores = self.ops.bmm(query, keys, transpose=True)  # (batch, T, S)
         return scores / math.sqrt(query.size(-1)) if self.score == "scaled_dot" else scores
 
     def align(self, scores: torch.Tensor, allowed: torch.Tensor, dist: Optional[torch.Tensor]) -> torch.Tensor:
@@ -137,8 +140,8 @@ class LuongAttention(nn.Module):
         idx = idx.clamp(0, S - 1)
         real = real & mask.gather(1, idx.view(B, T * W)).view(B, T, W)
         flat = idx.view(B, T * W, 1).expand(-1, -1, H)
-        k = gather(keys, flat).view(B, T, W, H)  # (B, T, W, H)
-        v = gather(memory, flat).view(B, T, W, H)  # (B, T, W, H)
+        k = self.ops.gather(keys, flat).view(B, T, W, H)  # (B, T, W, H)
+        v = self.ops.gather(memory, flat).view(B, T, W, H)  # (B, T, W, H)
         w = self.align(self.scores(query, k), real, dist).to(memory.dtype)  # (B, T, W)
         context = (w.unsqueeze(-1) * v).sum(2)  # (B, T, H)
         full = memory.new_zeros(B, T, S).scatter_add_(2, idx, w)  # (B, T, S) for callers that look

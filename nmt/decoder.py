@@ -14,7 +14,7 @@ from torch import nn
 
 from nmt.attention import LuongAttention
 from nmt.encoder import RNNS, Dropout
-from nmt.source_grad import addmm, tap
+from nmt.ops import PLAIN, Ops
 from nmt.vocab import PAD
 
 State = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]  # (layers, batch, hidden) [h, c]
@@ -43,9 +43,9 @@ def select_state(state: State, index: torch.Tensor) -> State:
 
 class Decoder(nn.Module):
     def __init__(self, vocab: int, emb: int, hidden: int, layers: int, rnn_type: str, dropout: float, input_feeding: bool,
-                 attention: LuongAttention):
+                 attention: LuongAttention, ops: Ops = PLAIN):
         super().__init__()
-        self.hidden, self.input_feeding = hidden, input_feeding
+        self.hidden, self.input_feeding, self.ops = hidden, input_feeding, ops  # ops: the step's addmm (nmt/ops.py)
         self.embed = nn.Embedding(vocab, emb, padding_idx=PAD)
         self.rnn = RNNS[rnn_type](emb + (hidden if input_feeding else 0), hidden, layers, batch_first=True,
                                   dropout=dropout if layers > 1 else 0.0)
@@ -145,15 +145,15 @@ class Decoder(nn.Module):
 
     def _loop_weights(self, w: Optional[list]) -> Optional[list]:
         """``step_weights()`` for the teacher-forced loop: in training tapped, their steps' gradients summed in one
-        matmul per batch (nmt/source_grad.py), and under autocast cast once, not at every step (without the tap a
+        matmul per batch (nmt/ops.py), and under autocast cast once, not at every step (without the tap a
         cast weight would sum its steps' gradients in bf16)."""
-        defer = torch.is_grad_enabled() and self.attention.defer_source_grads
+        defer = torch.is_grad_enabled() and self.ops.defers
         if w is None or (torch.is_grad_enabled() and not defer):
             return w
         device = self.embed.weight.device.type
         if torch.is_autocast_enabled(device):
             w = [(W.to(torch.get_autocast_dtype(device)), b) for W, b in w]
-        return [(tap(W), b) for W, b in w] if defer else w
+        return [(self.ops.tap(W), b) for W, b in w] if defer else w
 
     def _project_inputs(self, emb: torch.Tensor, w) -> torch.Tensor:
         """Layer 0's input projection of the embeddings (LSTM); the embeddings themselves otherwise."""
@@ -174,7 +174,7 @@ class Decoder(nn.Module):
             inp = feed.squeeze(1) if self.input_feeding else None  # (batch, hidden)
             for l, (W, b) in enumerate(w):
                 rec = h0[l] if inp is None else torch.cat([inp, h0[l]], -1)  # (batch, H or 2H)
-                gates = addmm(x if l == 0 else b, rec, W)  # (batch, 4H)
+                gates = self.ops.addmm(x if l == 0 else b, rec, W)  # (batch, 4H)
                 i, f, g, o = gates.chunk(4, -1)
                 c = torch.sigmoid(f) * c0[l] + torch.sigmoid(i) * torch.tanh(g)
                 hl = torch.sigmoid(o) * torch.tanh(c)

@@ -12,7 +12,7 @@ from nmt.attention import LuongAttention
 from nmt.config import ModelConfig, validate_model
 from nmt.decoder import Decoder, Source, State
 from nmt.encoder import Encoder, HostLens
-from nmt.source_grad import tap
+from nmt.ops import Ops, fast_ops
 
 
 class Seq2Seq(nn.Module):
@@ -27,10 +27,9 @@ class Seq2Seq(nn.Module):
         DistributedDataParallel, which moves every tensor)."""
         memory, final = self.encoder(src, host_lens)  # (batch, src_len, hidden)
         mask = torch.arange(src.size(1), device=src.device).unsqueeze(0) < src_lens.unsqueeze(1)
-        keys = self.decoder.attention.keys(memory)
-        if torch.is_grad_enabled() and self.decoder.attention.defer_source_grads:
-            # the decoder steps' gradients for keys and memory are summed once per batch (nmt/attention.py)
-            keys, memory = (tap(memory),) * 2 if keys is memory else (tap(keys), tap(memory))
+        keys, ops = self.decoder.attention.keys(memory), self.decoder.ops
+        # used at every decoder step: marked for the ops (nmt/ops.py; fast ops sum their steps' gradients at once)
+        keys, memory = (ops.tap(memory),) * 2 if keys is memory else (ops.tap(keys), ops.tap(memory))
         source = Source(memory, keys, mask, src_lens.float())
         return source, self._bridge(final)
 
@@ -63,14 +62,15 @@ class Seq2Seq(nn.Module):
         return weights, p
 
 
-def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
-    """Plain wiring from the config; parameters start uniform in ±init_range (the paper: 0.1)."""
+def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, ops: Optional[Ops] = None) -> Seq2Seq:
+    """Plain wiring from the config; parameters start uniform in ±init_range (the paper: 0.1). ``ops``: the
+    operations of the decoder's loop (nmt/ops.py), by default the fast ones; ``Ops()`` is plain autograd."""
     validate_model(cfg)
-    a = cfg.attention
-    attention = LuongAttention(a.score, a.mode, cfg.hidden_size, a.window, a.heads, a.max_len)
+    a, ops = cfg.attention, ops or fast_ops()
+    attention = LuongAttention(a.score, a.mode, cfg.hidden_size, a.window, a.heads, a.max_len, ops)
     encoder = Encoder(src_vocab, cfg.emb_size, cfg.hidden_size, cfg.encoder_layers, cfg.bidirectional, cfg.rnn_type, cfg.dropout)
     decoder = Decoder(tgt_vocab, cfg.emb_size, cfg.hidden_size, cfg.decoder_layers, cfg.rnn_type, cfg.dropout,
-                      cfg.input_feeding, attention)
+                      cfg.input_feeding, attention, ops)
     model = Seq2Seq(encoder, decoder)
     for p in model.parameters():
         nn.init.uniform_(p, -cfg.init_range, cfg.init_range)

@@ -10,6 +10,8 @@ from typing import Optional
 
 import torch
 
+from nmt.ops import Ops
+
 
 class _SourceGrad:
     """The gradient of one tapped tensor, gathered from every step's backward for ``_Tap`` to hand on."""
@@ -131,3 +133,22 @@ def addmm(bias: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         dtype = torch.get_autocast_dtype(x.device.type)
         bias, x, w = bias.to(dtype), x.to(dtype), w.to(dtype)
     return _DeferredAddmm.apply(bias, x, w, acc)
+
+
+class DeferredOps(Ops):
+    """``nmt.ops.Ops`` with each tapped tensor's per-step gradients summed once per batch (in training; with
+    gradients off it is plain torch)."""
+
+    defers = True
+
+    def tap(self, x: torch.Tensor) -> torch.Tensor:
+        return tap(x) if torch.is_grad_enabled() else x
+
+    def bmm(self, a: torch.Tensor, x: torch.Tensor, transpose: bool = False) -> torch.Tensor:
+        return bmm(a, x, transpose)
+
+    def gather(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return gather(x, index)
+
+    def addmm(self, bias: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return addmm(bias, x, w)

@@ -5,8 +5,11 @@
 At ``BASE`` (a git worktree in a temporary folder) and at the working tree:
 1. a tiny fixed-seed run (2-layer encoder and decoder with dropout, 60 updates, two validations):
    the final weights' md5 and the dev history (loss, BLEU);
-2. with ``--model``, ``nmt.translate`` of the 1,000 Tatoeba dev lines, greedy and beam 5: md5 of each output.
-Exit status 1 if anything differs. Writes a record (date, commits, command, figures) with ``--json``.
+2. with ``--model``, ``nmt.translate`` of the 1,000 Tatoeba dev lines, greedy and beam 5: md5 of each output;
+3. with ``--speed N``, N rounds alternating the two: bench-small training target tokens/s (scripts/benchmark.py,
+   fp32, 150 steps after 30) and, with ``--model``, ``nmt.evaluate``'s greedy and beam-5 sentences/s; medians.
+Exit status 1 if an output differs (speed is reported, not judged). Writes a record (date, commits, command,
+CPU, figures) with ``--json``.
 """
 
 from __future__ import annotations
@@ -16,15 +19,20 @@ import datetime
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 import pyarrow.parquet as pq
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from nmt.device import cpu_info  # noqa: E402
+
 TINY = ["data=hsk", "model.emb_size=32", "model.hidden_size=32", "model.encoder_layers=2", "model.decoder_layers=2",
         "model.dropout=0.3", "tokenizer.src_vocab_size=2000", "tokenizer.tgt_vocab_size=500", "data.dev_size=100",
         "data.test_size=100", "trainer.device=cpu", "trainer.threads=1", "trainer.test_beam=0", "trainer.batch_tokens=400",
@@ -59,10 +67,25 @@ def decoding(code: Path, model: str, src: Path, out: Path, env: dict) -> dict:
     return figures
 
 
+def speed(code: Path, model: Optional[str], env: dict, out: Path) -> dict:
+    """One round at ``code``: training target tokens/s and, with ``model``, decoding sentences/s."""
+    figures_json = out / "bench.json"
+    run(code, env, "scripts.benchmark", "--config", "bench_small", "--steps", "150", "--warmup", "30", "--no-decode",
+        "--json", str(figures_json), "trainer.precision=fp32")
+    figures = {"train_tgt_tok_per_s": json.loads(figures_json.read_text())["train"]["tgt_tok_per_s"]}
+    for beam in (1, 5) if model else ():
+        proc = subprocess.run([sys.executable, "-m", "nmt.evaluate", model, "--split", "dev", "--beam", str(beam),
+                               "--device", "cpu", "--json"], cwd=code, env=dict(env, PYTHONPATH=str(code)),
+                              capture_output=True, text=True, check=True)
+        figures[f"beam{beam}_sents_per_s"] = json.loads(proc.stdout)["sentences_per_s"]
+    return figures
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("base", help="the commit to compare the working tree with")
     p.add_argument("--model", help="a trained run or checkpoint to decode the dev lines with")
+    p.add_argument("--speed", type=int, default=0, metavar="N", help="N alternating rounds of speed figures")
     p.add_argument("--json")
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="unchanged_"))
@@ -80,9 +103,18 @@ def main() -> int:
             if args.model:
                 sides[name].update(decoding(code, args.model, src, tmp / name, env))
             print(name, json.dumps(sides[name]), flush=True)
+        rounds: dict[str, list[dict]] = {"base": [], "working_tree": []}
+        for i in range(args.speed):  # alternating, so that machine drift hits both alike
+            for name, code in (("base", tmp / "base_code"), ("working_tree", REPO)):
+                rounds[name].append(speed(code, args.model, env, tmp / name))
+                print(f"speed round {i + 1}", name, json.dumps(rounds[name][-1]), flush=True)
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(tmp / "base_code")], cwd=REPO, capture_output=True)
     same = sides["base"] == sides["working_tree"]
+    medians = {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in rounds.items() if rs}
+    if medians:
+        print("speed, medians, working tree / base: " + ", ".join(
+            f"{k} {medians['working_tree'][k] / medians['base'][k]:.3f}" for k in medians["base"]))
     differ = [k for k in sides["base"] if sides["base"][k] != sides["working_tree"].get(k)]
     print("unchanged" if same else "CHANGED: " + ", ".join(differ))
     if args.json:
@@ -90,7 +122,8 @@ def main() -> int:
         Path(args.json).write_text(json.dumps({
             "date": datetime.datetime.now().isoformat(timespec="seconds"), "base": args.base, "head": head,
             "dirty": bool(subprocess.run(["git", "status", "--porcelain", "nmt"], cwd=REPO, capture_output=True,
-                                         text=True).stdout), "command": sys.argv, "unchanged": same, **sides}, indent=1))
+                                         text=True).stdout), "command": sys.argv, "cpu": cpu_info(), "unchanged": same, **sides,
+            "speed_rounds": rounds, "speed_medians": medians}, indent=1))
     return 0 if same else 1
 
 

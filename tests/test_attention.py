@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from nmt.attention import LuongAttention
-from nmt.source_grad import tap
+from nmt.ops import Ops
+from nmt.source_grad import DeferredOps
 
 SCORES, MODES = ("dot", "general", "concat"), ("global", "local_m", "local_p")
 B, S, T, H, D = 3, 7, 9, 8, 2
@@ -156,14 +157,14 @@ def test_gathering_the_window_equals_masking_the_source(score, mode):
     results = []
     for gather_above, tapped in ((math.inf, False), (0.0, False), (0.0, True)):
         torch.manual_seed(8)
-        att = LuongAttention(score, mode, H, window=D2)
+        att = LuongAttention(score, mode, H, window=D2, ops=DeferredOps() if tapped else Ops())
         att.gather_above = gather_above
         memory = (torch.randn(Bq, Sq, H) * mask.unsqueeze(-1)).requires_grad_(True)
         query = torch.randn(Bq, Tq, H, requires_grad=True)
         pos = torch.arange(Tq, dtype=torch.float) * 5  # local_m: centres spread over the sentence
         keys, values = att.keys(memory), memory
         if tapped:
-            keys, values = (tap(values),) * 2 if keys is memory else (tap(keys), tap(values))
+            keys, values = (att.ops.tap(values),) * 2 if keys is memory else (att.ops.tap(keys), att.ops.tap(values))
         steps = [att(query[:, t : t + 1], keys, values, mask, lens.float(), pos[t : t + 1]) for t in range(Tq)]
         context, w, p = (torch.cat(x, 1) for x in zip(*steps))
         (context * torch.linspace(-1, 1, H)).sum().backward()
@@ -210,9 +211,8 @@ def test_deferred_source_gradients_equal_autograd(make_model, random_sources, sc
     """Summing the steps' gradients for keys and memory once per batch (``tap``) gives the loss and
     parameter gradients of plain autograd, for every score and mode, with padding."""
     models = []
-    for defer in (False, True):
-        models.append(make_model(score=score, mode=mode, window=2, seed=6, train=False))
-        models[-1].decoder.attention.defer_source_grads = defer
+    for ops in (Ops(), DeferredOps()):
+        models.append(make_model(score=score, mode=mode, window=2, seed=6, train=False, ops=ops))
     assert_same_loss_and_gradients(models, random_sources(4, 2, 9, 23, seed=3), random_sources(4, 1, 7, 19, seed=4))
 
 
@@ -220,9 +220,8 @@ def test_deferred_step_weight_gradients_equal_autograd(make_model, random_source
     """A two-layer input-feeding decoder's step weights (layer 0 over [h̃; h], layer 1 with its bias), tapped,
     get the loss and gradients of plain autograd."""
     models = []
-    for defer in (False, True):
-        models.append(make_model(decoder_layers=2, encoder_layers=2, seed=7, train=False))
-        models[-1].decoder.attention.defer_source_grads = defer
+    for ops in (Ops(), DeferredOps()):
+        models.append(make_model(decoder_layers=2, encoder_layers=2, seed=7, train=False, ops=ops))
     assert_same_loss_and_gradients(models, random_sources(4, 2, 9, 23, seed=3), random_sources(4, 1, 7, 19, seed=4))
 
 
@@ -236,9 +235,8 @@ def test_deferred_gradients_under_bf16_autocast_are_within_bf16_rounding(make_mo
 
     batch = make_batch(random_sources(4, 2, 9, 23, seed=3), random_sources(4, 1, 7, 19, seed=4), range(4))
     grads = []
-    for defer, precision in ((False, "fp32"), (True, "bf16")):
-        model = make_model(decoder_layers=2, encoder_layers=2, seed=7, train=False)
-        model.decoder.attention.defer_source_grads = defer
+    for ops, precision in ((Ops(), "fp32"), (DeferredOps(), "bf16")):
+        model = make_model(decoder_layers=2, encoder_layers=2, seed=7, train=False, ops=ops)
         with autocast(torch.device("cpu"), precision):
             batch_loss(model, batch).backward()
         grads.append({name: p.grad for name, p in model.named_parameters()})
