@@ -31,7 +31,7 @@ class CompiledStep:
 
     def __call__(self, *args):
         if self.compiled is not None:
-            import torch._dynamo
+            import torch._dynamo  # private module, but torch documents no public base class of compile errors
 
             try:
                 return self.compiled(*args)

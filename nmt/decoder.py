@@ -132,7 +132,7 @@ class Decoder(nn.Module):
         (vocab, 4H; eval: no dropout; none past TABLE_MAX elements) and with ``bf16_output`` W_s and its bias in
         bf16. Cached until the model goes back to training (fused optimizer steps leave the parameters' version
         counters alone) or a parameter is replaced or written in place (a load)."""
-        key = tuple((p.data_ptr(), p._version) for p in self.parameters())
+        key = tuple((p.data_ptr(), p._version) for p in self.parameters())  # _version: torch's in-place write count
         if self._search_cache is None or self._search_cache[0] != key:
             w, table = self.step_weights(), None
             if w is not None and self.embed.num_embeddings * w[0][0].size(0) <= TABLE_MAX:

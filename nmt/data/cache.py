@@ -27,5 +27,6 @@ def map_cached(ds: datasets.Dataset, fn: Callable, desc: str, num_proc: Optional
         return ds.map(fn, keep_in_memory=True, **kw)
     folder = cache_root() / "hf" / "map"
     folder.mkdir(parents=True, exist_ok=True)
+    # _fingerprint: datasets' content hash of the input (no public accessor), the key its own map cache uses
     fingerprint = hashlib.sha256(f"{ds._fingerprint}|{desc}|{key}".encode()).hexdigest()[:32]
     return ds.map(fn, cache_file_name=str(folder / f"{fingerprint}.arrow"), new_fingerprint=fingerprint, **kw)

@@ -66,6 +66,7 @@ def prepare(data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer
     """The train split as piece ids and the dev split as text, from the cache when it matches."""
     t0 = time.perf_counter()
     raw = load_raw(data)  # a missing split fails in clean_splits: it can have no cached corpus
+    # _fingerprint is datasets' own content hash of a table and its history; it has no public accessor
     identity = {s: raw[s]._fingerprint for s in ("train", "dev", "test") if s in raw}
 
     def folder_for(fixed: Optional[Tokenizer]) -> Path:
