@@ -1,7 +1,8 @@
 """Luong decoder: stacked RNN, attention, attentional state h̃_t = tanh(W_c [c_t; h_t]).
 
 With input feeding (the paper's default) h̃_{t-1} joins the input at step t, so the decoder runs
-step by step; without it the RNN runs over the whole target in one call (the fast path).
+step by step; without it the RNN runs over the whole target in one call. An LSTM's step is written
+out with its own parameters (nmt/lstm_step.py), the loop's matmuls through ``ops`` (nmt/ops.py).
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from typing import Optional, Union
 import torch
 from torch import nn
 
+from nmt import lstm_step
 from nmt.attention import LuongAttention
 from nmt.encoder import RNNS, Dropout
 from nmt.ops import PLAIN, Ops
 from nmt.vocab import PAD
 
 State = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]  # (layers, batch, hidden) [h, c]
-TABLE_MAX = 1 << 24  # elements of the search's embedding table (64 MB in fp32): bench-small's is 4.1 M
 
 
 @dataclass
@@ -54,7 +55,7 @@ class Decoder(nn.Module):
         self.dropout = Dropout(dropout)
         self.rnn_dropout = Dropout(dropout if layers > 1 else 0.0)  # between stacked layers
         self.out = nn.Linear(hidden, vocab)  # W_s
-        self._search_cache: Optional[list] = None  # [parameter versions, step_weights(), embedding table, bf16 W_s]
+        self.search_cache = lstm_step.SearchWeights()  # what search steps read, computed once (nmt/lstm_step.py)
 
     def forward(self, tgt_in: torch.Tensor, state: State, src: Source,
                 keep_attention: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
@@ -67,9 +68,9 @@ class Decoder(nn.Module):
             h, _ = self.rnn(emb, state)  # (batch, tgt_len, hidden)
             att, a, p = self._attend(h, src, positions)
             return (att, a, p) if keep_attention else (att, None, None)
-        w = self.step_weights()
-        xs = self._project_inputs(emb, w)  # (batch, tgt_len, gates)
-        w = self._loop_weights(w)
+        w = self.step_weights()  # an LSTM's step is written out (nmt/lstm_step.py); None for GRU and RNN
+        xs = lstm_step.project_inputs(self.rnn, emb, w)  # (batch, tgt_len, gates)
+        w = lstm_step.loop_weights(w, self.ops, self.embed.weight.device.type)
         # unbind, not x[:, t]: the backward of T selects would write T zero-filled copies of x
         # (O(T²) memory traffic), the backward of one unbind stacks the T gradients once
         xs = xs.unbind(1)  # tgt_len × (batch, gates)
@@ -98,7 +99,7 @@ class Decoder(nn.Module):
         if table is not None:
             x = table.index_select(0, y_prev)  # (batch, 4H)
         else:
-            x = self._project_inputs(self.dropout(self.embed(y_prev)), w)  # (batch, gates)
+            x = lstm_step.project_inputs(self.rnn, self.dropout(self.embed(y_prev)), w)  # (batch, gates)
         feed, state, a, p = self._step(x, feed, state, src, position, w)
         if w is not None:
             state = (torch.stack(state[0]), torch.stack(state[1]))
@@ -106,61 +107,19 @@ class Decoder(nn.Module):
         logp = torch.log_softmax(logits.squeeze(1).float(), dim=-1)  # (batch, vocab)
         return logp, feed, state, a, p
 
-    # The LSTM's cell written out with the nn.LSTM's own parameters (in search also without input feeding:
-    # an nn.LSTM call per step and layer costs 3-4x an addmm): layer 0's embedding projection is one matmul
-    # over all steps (a table lookup in search), each layer's step one matmul over [input; h].
-    def step_weights(self) -> Optional[list[tuple[torch.Tensor, Optional[torch.Tensor]]]]:
-        """The per-layer [input; h] weight matrices and biases of an LSTM decoder (None for GRU and RNN)."""
-        if self.rnn.mode != "LSTM":
-            return None
-        r, E = self.rnn, self.embed.embedding_dim
-        first = torch.cat([r.weight_ih_l0[:, E:], r.weight_hh_l0], 1) if self.input_feeding else r.weight_hh_l0
-        w = [(first, None)]  # (4H, 2H) over [feed; h], or (4H, H) over h without input feeding
-        for l in range(1, r.num_layers):
-            W = torch.cat([getattr(r, f"weight_ih_l{l}"), getattr(r, f"weight_hh_l{l}")], 1)  # (4H, 2H)
-            w.append((W, getattr(r, f"bias_ih_l{l}") + getattr(r, f"bias_hh_l{l}")))
-        return w
+    def step_weights(self) -> Optional[lstm_step.Weights]:
+        """The per-layer [input; h] weights of the written-out LSTM step (None for GRU and RNN)."""
+        return lstm_step.step_weights(self.rnn, self.embed.embedding_dim, self.input_feeding)
+
+    def search_weights(self, bf16_output: bool = False) -> tuple[Optional[list], Optional[torch.Tensor], Optional[tuple]]:
+        """``step_weights()``, the embedding table through layer 0's projection and (bf16_output) W_s in bf16,
+        computed once for the search steps (nmt/lstm_step.py: SearchWeights)."""
+        return self.search_cache.get(self, bf16_output)
 
     def train(self, mode: bool = True) -> Decoder:
         if mode:
-            self._search_cache = None
+            self.search_cache.clear()
         return super().train(mode)
-
-    @torch.no_grad()
-    def search_weights(self, bf16_output: bool = False) -> tuple[Optional[list], Optional[torch.Tensor], Optional[tuple]]:
-        """``step_weights()``, the embedding table through layer 0's input projection of the written-out LSTM
-        (vocab, 4H; eval: no dropout; none past TABLE_MAX elements) and with ``bf16_output`` W_s and its bias in
-        bf16. Cached until the model goes back to training (fused optimizer steps leave the parameters' version
-        counters alone) or a parameter is replaced or written in place (a load)."""
-        key = tuple((p.data_ptr(), p._version) for p in self.parameters())  # _version: torch's in-place write count
-        if self._search_cache is None or self._search_cache[0] != key:
-            w, table = self.step_weights(), None
-            if w is not None and self.embed.num_embeddings * w[0][0].size(0) <= TABLE_MAX:
-                with torch.autocast(self.embed.weight.device.type, enabled=False):  # fp32 under bf16 decoding too
-                    table = self._project_inputs(self.embed.weight, w)  # (vocab, 4H)
-            self._search_cache = [key, w, table, None]
-        if bf16_output and self._search_cache[3] is None:
-            self._search_cache[3] = (self.out.weight.bfloat16(), self.out.bias.bfloat16())
-        return self._search_cache[1], self._search_cache[2], self._search_cache[3] if bf16_output else None
-
-    def _loop_weights(self, w: Optional[list]) -> Optional[list]:
-        """``step_weights()`` for the teacher-forced loop: in training tapped, their steps' gradients summed in one
-        matmul per batch (nmt/ops.py), and under autocast cast once, not at every step (without the tap a
-        cast weight would sum its steps' gradients in bf16)."""
-        defer = torch.is_grad_enabled() and self.ops.defers
-        if w is None or (torch.is_grad_enabled() and not defer):
-            return w
-        device = self.embed.weight.device.type
-        if torch.is_autocast_enabled(device):
-            w = [(W.to(torch.get_autocast_dtype(device)), b) for W, b in w]
-        return [(self.ops.tap(W), b) for W, b in w] if defer else w
-
-    def _project_inputs(self, emb: torch.Tensor, w) -> torch.Tensor:
-        """Layer 0's input projection of the embeddings (LSTM); the embeddings themselves otherwise."""
-        if w is None:
-            return emb
-        r, E = self.rnn, emb.size(-1)
-        return nn.functional.linear(emb, r.weight_ih_l0[:, :E], r.bias_ih_l0 + r.bias_hh_l0)  # (..., 4H)
 
     def _step(self, x: torch.Tensor, feed: torch.Tensor, state, src: Source, position: torch.Tensor, w):
         """x: (batch, 4H) projected embedding (LSTM) or (batch, emb) embedding; state: the nn.RNN's, or for the
@@ -169,20 +128,7 @@ class Decoder(nn.Module):
             x = torch.cat([x.unsqueeze(1), feed], -1) if self.input_feeding else x.unsqueeze(1)
             h, state = self.rnn(x, state)  # (batch, 1, hidden)
         else:
-            h0, c0 = state
-            hs, cs = [], []
-            inp = feed.squeeze(1) if self.input_feeding else None  # (batch, hidden)
-            for l, (W, b) in enumerate(w):
-                rec = h0[l] if inp is None else torch.cat([inp, h0[l]], -1)  # (batch, H or 2H)
-                gates = self.ops.addmm(x if l == 0 else b, rec, W)  # (batch, 4H)
-                i, f, g, o = gates.chunk(4, -1)
-                c = torch.sigmoid(f) * c0[l] + torch.sigmoid(i) * torch.tanh(g)
-                hl = torch.sigmoid(o) * torch.tanh(c)
-                hs.append(hl)
-                cs.append(c)
-                inp = self.rnn_dropout(hl) if l + 1 < len(w) else hl
-            state = (hs, cs)
-            h = inp.unsqueeze(1)  # (batch, 1, hidden)
+            h, state = lstm_step.cell(x, feed if self.input_feeding else None, state, w, self.ops, self.rnn_dropout)
         att, a, p = self._attend(h, src, position)
         return att, state, a, p
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from nmt.batching import make_batch
+from nmt.lstm_step import project_inputs
 from nmt.search import STOPS, beam_search, greedy, length_penalty, topk_rows
 from nmt.tokenizer import BOS, EOS, PAD, UNK
 
@@ -339,13 +340,14 @@ def test_the_search_cache_follows_the_weights(make_model, sources):
     batch = batch_of(sources)
 
     def fresh():
-        model.decoder._search_cache = None
+        model.decoder.search_cache.clear()
         return beam_search(model, batch, beam=3)
 
     first = beam_search(model, batch, beam=3)
-    assert model.decoder._search_cache is not None and first == fresh()
+    assert first == fresh()
     w, table, out = model.decoder.search_weights()
-    assert out is None and torch.allclose(table[5], model.decoder._project_inputs(model.decoder.embed.weight[5], w), atol=1e-6)
+    row = project_inputs(model.decoder.rnn, model.decoder.embed.weight[5], w)
+    assert out is None and torch.allclose(table[5], row, atol=1e-6)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=0.05, fused=True)
     logits, _ = model(batch.src, batch.src_lens, batch.host_lens, batch.src[:, :4].clamp(max=TGT_V - 1))
