@@ -35,21 +35,20 @@ def translate_nbest(models: Models, tok: Tokenizer, normalize: Callable[[str], s
     if progress is not None and len(todo) < len(texts):
         progress(len(texts) - len(todo))
     group = [models] if isinstance(models, Seq2Seq) else list(models)
-    was = [(m.training, m.bf16_output) for m in group]
+    was = [m.training for m in group]
     for m in group:
         m.eval()
-        m.bf16_output = precision == "bf16_output"
     budget = max(batch_tokens // beam, MAX_SRC_PIECES)
     for batch in inference_batches([ids[i] for i in todo], budget, max(1, batch_sentences)):
         with autocast(device, precision):
-            hyps = beam_search(group, batch.to(device), beam=beam, alpha=alpha, n_best=n_best, beta=beta, stop=stop)
+            hyps = beam_search(group, batch.to(device), beam=beam, alpha=alpha, n_best=n_best, beta=beta, stop=stop,
+                               bf16_output=precision == "bf16_output")
         for row, nbest in zip(batch.index.tolist(), hyps.nbest):
             out[todo[row]] = [(tok.decode_tgt(toks), score) for toks, score in nbest]
         if progress is not None:
             progress(batch.size)
-    for m, (training, bf16_output) in zip(group, was):
+    for m, training in zip(group, was):
         m.train(training)
-        m.bf16_output = bf16_output
     return out
 
 

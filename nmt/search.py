@@ -40,15 +40,15 @@ class Hypotheses:
 class Stepper:
     """Encodes a batch once and advances every model of an ensemble by one step at a time."""
 
-    def __init__(self, models: Models, batch: Batch):
+    def __init__(self, models: Models, batch: Batch, bf16_output: bool = False):
         self.models = [models] if isinstance(models, Seq2Seq) else list(models)
         self.parts = []  # per model: [source, state, feed]
         for m in self.models:
             source, state = m.encode(batch.src, batch.src_lens, batch.host_lens)
             feed = source.memory.new_zeros(batch.size, 1, m.decoder.hidden)  # h̃_0
             self.parts.append([source, state, feed])
-        # once, not at every step; cached across batches in eval mode
-        self.weights = [m.decoder.search_weights(m.bf16_output) if not m.training else (m.decoder.step_weights(), None, None)
+        # once, not at every step; cached across batches in eval mode (bf16_output: W_s in bf16, the rest fp32)
+        self.weights = [m.decoder.search_weights(bf16_output) if not m.training else (m.decoder.step_weights(), None, None)
                         for m in self.models]
 
     def step(self, y: torch.Tensor, position: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,9 +88,11 @@ def _force_eos(logp: torch.Tensor, rows: torch.Tensor) -> None:
 
 
 @torch.no_grad()
-def greedy(model: Models, batch: Batch, ratio: float = 2.0, extra: int = 10, cap: int = 200, sync_every: int = 0) -> Hypotheses:
-    """Batched greedy search; ended rows leave when a quarter of the batch, checked every ``sync_every`` steps."""
-    stepper = Stepper(model, batch)
+def greedy(model: Models, batch: Batch, ratio: float = 2.0, extra: int = 10, cap: int = 200, sync_every: int = 0,
+           bf16_output: bool = False) -> Hypotheses:
+    """Batched greedy search; ended rows leave when a quarter of the batch, checked every ``sync_every`` steps;
+    ``bf16_output``: the vocabulary projection from a bf16 copy of W_s."""
+    stepper = Stepper(model, batch, bf16_output)
     n, dev = batch.size, batch.src.device
     every = sync_every or sync_interval(dev)
     limit = max_lengths(batch.src_lens, ratio, extra, cap)  # (live,)
@@ -165,7 +167,8 @@ def _ended(stop: str, is_eos: torch.Tensor, fin: torch.Tensor, alive: torch.Tens
 
 @torch.no_grad()
 def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, ratio: float = 2.0, extra: int = 10,
-                cap: int = 200, n_best: int = 1, beta: float = 0.0, stop: str = "full", sync_every: int = 0) -> Hypotheses:
+                cap: int = 200, n_best: int = 1, beta: float = 0.0, stop: str = "full", sync_every: int = 0,
+                bf16_output: bool = False) -> Hypotheses:
     """Batched beam search; finished hypotheses move to a per-sentence buffer of size ``beam``.
 
     A sentence is done at its length limit or by the ``stop`` rule (``STOPS``; ``exact`` is exact as
@@ -174,13 +177,13 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
     if stop not in STOPS:
         raise ValueError(f"stop must be one of {', '.join(STOPS)}, got {stop!r}")
     if beam == 1 and n_best == 1 and beta == 0.0:
-        return greedy(model, batch, ratio, extra, cap, sync_every)
+        return greedy(model, batch, ratio, extra, cap, sync_every, bf16_output)
     if n_best > beam:
         raise ValueError(f"n_best={n_best} cannot exceed the beam size {beam}")
     n, dev, K = batch.size, batch.src.device, beam
     every = sync_every or sync_interval(dev)
     stopped = torch.zeros(n, dtype=torch.bool, device=dev) if every > 1 else None  # (act,) done, not yet dropped
-    stepper = Stepper(model, batch)
+    stepper = Stepper(model, batch, bf16_output)
     # the first step has one live hypothesis per sentence: it runs on the sentences (kr = 1 row each), the
     # beam's K rows from the second step on (kr = K); a vocabulary under 2K wide takes K rows from the start
     kr = 1 if stepper.models[0].decoder.out.out_features >= 2 * K else K
