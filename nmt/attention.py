@@ -32,19 +32,21 @@ from torch import nn
 from nmt.config import MODES, SCORES
 from nmt.ops import PLAIN, Ops
 
+# local modes gather the window once the source is this many windows long; on 2 CPU cores gathering did
+# not pay even at 200 positions (scripts/benchmark_local.py)
+GATHER_ABOVE = 20.0
+
 
 class LuongAttention(nn.Module):
     def __init__(self, score: str, mode: str, hidden: int, window: int = 10, heads: int = 1, max_len: int = 256,
-                 ops: Ops = PLAIN):
+                 ops: Ops = PLAIN, gather_above: float = GATHER_ABOVE):
         super().__init__()
         for what, value, choices in (("score", score, SCORES), ("mode", mode, MODES)):
             if value not in choices:
                 raise ValueError(f"attention {what} {value!r} is not one of {', '.join(choices)}")
         self.score, self.mode, self.window, self.heads, self.max_len = score, mode, window, heads, max_len
         self.ops = ops  # bmm and gather against the source (nmt/ops.py)
-        # local modes gather the window once the source is this many windows long; on 2 CPU cores
-        # gathering did not pay even at 200 positions (scripts/benchmark_local.py)
-        self.gather_above = 20.0
+        self.gather_above = gather_above  # 0: always gather the window (local modes), inf: never
         if heads > 1 or score == "concat":  # concat: W_a [h_t; h̄_s] = W_q h_t + W_k h̄_s, one full matrix in two halves
             self.W_q = nn.Linear(hidden, hidden, bias=False)
             self.W_k = nn.Linear(hidden, hidden, bias=False)

@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from nmt.attention import LuongAttention
+from nmt.attention import GATHER_ABOVE, LuongAttention
 from nmt.config import ModelConfig, validate_model
 from nmt.decoder import Decoder, Source, State
 from nmt.encoder import Encoder, HostLens
@@ -62,12 +62,14 @@ class Seq2Seq(nn.Module):
         return weights, p
 
 
-def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, ops: Optional[Ops] = None) -> Seq2Seq:
+def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, ops: Optional[Ops] = None,
+                gather_above: float = GATHER_ABOVE) -> Seq2Seq:
     """Plain wiring from the config; parameters start uniform in ±init_range (the paper: 0.1). ``ops``: the
-    operations of the decoder's loop (nmt/ops.py), by default the fast ones; ``Ops()`` is plain autograd."""
+    operations of the decoder's loop (nmt/ops.py), by default the fast ones; ``Ops()`` is plain autograd.
+    ``gather_above``: local modes gather the window beyond this many windows of source (0: always)."""
     validate_model(cfg)
     a, ops = cfg.attention, ops or fast_ops()
-    attention = LuongAttention(a.score, a.mode, cfg.hidden_size, a.window, a.heads, a.max_len, ops)
+    attention = LuongAttention(a.score, a.mode, cfg.hidden_size, a.window, a.heads, a.max_len, ops, gather_above)
     encoder = Encoder(src_vocab, cfg.emb_size, cfg.hidden_size, cfg.encoder_layers, cfg.bidirectional, cfg.rnn_type, cfg.dropout)
     decoder = Decoder(tgt_vocab, cfg.emb_size, cfg.hidden_size, cfg.decoder_layers, cfg.rnn_type, cfg.dropout,
                       cfg.input_feeding, attention, ops)

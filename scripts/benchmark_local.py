@@ -37,8 +37,7 @@ def stepper(mode: str, gathered: bool, length: int, batch: int, window: int, sco
     torch.manual_seed(0)
     cfg = OmegaConf.structured(ModelConfig(emb_size=hidden, hidden_size=hidden))
     cfg.attention.mode, cfg.attention.score, cfg.attention.window = mode, score, window
-    model = build_model(cfg, 4000, 4000)
-    model.decoder.attention.gather_above = 0.0 if gathered else math.inf  # force one path
+    model = build_model(cfg, 4000, 4000, gather_above=0.0 if gathered else math.inf)  # force one path
     opt = torch.optim.Adam(model.parameters(), 1e-3)
     rng = random.Random(0)
     src = [[rng.randrange(4, 4000) for _ in range(length)] for _ in range(batch)]

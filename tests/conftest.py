@@ -147,14 +147,15 @@ def make_model():
     from nmt.config import ModelConfig
     from nmt.model import build_model
 
-    def make(src_vocab: int = 23, tgt_vocab: int = 19, seed: int = 0, train: bool = False, ops=None, **kw):
+    def make(src_vocab: int = 23, tgt_vocab: int = 19, seed: int = 0, train: bool = False, ops=None,
+             gather_above: float = 20.0, **kw):
         attention = {k: kw.pop(k) for k in ("score", "mode", "window") if k in kw}
         base = dict(emb_size=16, hidden_size=16, encoder_layers=1, decoder_layers=1, dropout=0.0)
         cfg = OmegaConf.structured(ModelConfig(**{**base, **kw}))
         for k, v in attention.items():
             cfg.attention[k] = v
         torch.manual_seed(seed)
-        model = build_model(cfg, src_vocab, tgt_vocab, ops)  # ops: nmt/ops.py (default: the fast ones)
+        model = build_model(cfg, src_vocab, tgt_vocab, ops, gather_above)  # ops: nmt/ops.py (default: the fast ones)
         return model.train(train)
 
     return make

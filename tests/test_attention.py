@@ -157,8 +157,7 @@ def test_gathering_the_window_equals_masking_the_source(score, mode):
     results = []
     for gather_above, tapped in ((math.inf, False), (0.0, False), (0.0, True)):
         torch.manual_seed(8)
-        att = LuongAttention(score, mode, H, window=D2, ops=DeferredOps() if tapped else Ops())
-        att.gather_above = gather_above
+        att = LuongAttention(score, mode, H, window=D2, ops=DeferredOps() if tapped else Ops(), gather_above=gather_above)
         memory = (torch.randn(Bq, Sq, H) * mask.unsqueeze(-1)).requires_grad_(True)
         query = torch.randn(Bq, Tq, H, requires_grad=True)
         pos = torch.arange(Tq, dtype=torch.float) * 5  # local_m: centres spread over the sentence
@@ -200,8 +199,7 @@ def test_whole_model_gradients_do_not_depend_on_the_window_path(make_model, rand
     loss and parameter gradients as masking the whole source."""
     models = []
     for gather_above in (math.inf, 0.0):
-        models.append(make_model(mode=mode, window=2, seed=5, train=False))
-        models[-1].decoder.attention.gather_above = gather_above
+        models.append(make_model(mode=mode, window=2, seed=5, train=False, gather_above=gather_above))
     assert_same_loss_and_gradients(models, random_sources(4, 5, 30, 23, seed=3), random_sources(4, 3, 12, 19, seed=4))
 
 
