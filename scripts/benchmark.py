@@ -14,6 +14,7 @@ Decoding: the dev split, greedy and beam 5 (with our default stop rule and with 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import random
 import resource
@@ -38,6 +39,7 @@ from nmt.device import PRECISIONS, autocast, cpu_info, pick_device, set_threads,
 from nmt.metrics import score
 from nmt.model import Seq2Seq, build_model
 from nmt.optim import build_optimizer
+from nmt.run_folder import git_commit
 from nmt.tokenizer import PAD
 from nmt.update import batch_loss
 
@@ -191,7 +193,8 @@ def main() -> int:
     train.update(matmul_peak_gflops=peak, matmul_peak_fraction=train["model_gflops"] / peak)
     hardware = {**cpu_info(), "fp32_matmul_gflops": peak,
                 "bf16_matmul_gflops": matmul_peak_gflops(torch.bfloat16) if device.type == "cpu" else float("nan")}
-    result = {"config": args.config, "overrides": args.overrides, "device": str(device),
+    result = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(), "command": sys.argv,
+              "config": args.config, "overrides": args.overrides, "device": str(device),
               "threads": torch.get_num_threads(), "hardware": hardware, "train": train}
 
     if not args.no_decode:

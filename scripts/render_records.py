@@ -1,4 +1,4 @@
-"""Render the docs' tables from the measurement records in docs/records/ (figures are data, not prose).
+"""Render the docs' tables from the measurement records in docs/results/ (figures are data, not prose).
 
     python scripts/render_records.py            # rewrite every <!-- render: NAME --> ... <!-- /render --> block
     python scripts/render_records.py --check    # exit 1 if a block differs from what its records give
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-RECORDS, DOCS = REPO / "docs" / "records", REPO / "docs"
+RECORDS, DOCS = REPO / "docs" / "results", REPO / "docs"
 BLOCK = re.compile(r"(<!-- render: (\w+) -->\n)(.*?)(<!-- /render -->)", re.S)
 
 
@@ -56,7 +56,23 @@ def encoder_split() -> str:
     return "\n".join(rows) + "\n"
 
 
-RENDERERS: dict[str, Callable[[], str]] = {"soak": soak, "encoder_split": encoder_split}
+def bench() -> str:
+    """scripts/benchmark.py records: training and decoding speed of a config on this tree (an untrained model's
+    decoding: its outputs run longer than a trained one's)."""
+    rows = ["| record | machine | precision | train tgt tok/s | peak RSS MB | % of fp32 matmul peak | decoding sent/s |",
+            "| --- | --- | --- | ---: | ---: | ---: | --- |"]
+    for path in sorted(RECORDS.glob("bench_*.json")):
+        r = json.loads(path.read_text())
+        t, precision = r["train"], next((o.split("=")[1] for o in r["overrides"] if o.startswith("trainer.precision=")),
+                                        "auto")
+        decode = ", ".join(f"{k} {v['sents_per_s']:,.0f}" for k, v in r.get("decode", {}).items())
+        rows.append(f"| `{path.name}` ({r['date'][:10]}, {r['commit'][:7]}, {r['config']}) | {machine(r['hardware'])} | "
+                    f"{precision} | {t['tgt_tok_per_s']:,.0f} | {t['peak_rss_mb']:,.0f} | {t['matmul_peak_fraction']:.0%} | "
+                    f"{decode or '–'} |")
+    return "\n".join(rows) + "\n"
+
+
+RENDERERS: dict[str, Callable[[], str]] = {"soak": soak, "encoder_split": encoder_split, "bench": bench}
 
 
 def render(text: str, where: Path) -> str:
@@ -81,7 +97,7 @@ def main() -> int:
             if not args.check:
                 doc.write_text(new, encoding="utf-8")
     for doc in stale:
-        print(f"{doc.relative_to(REPO)}: {'out of date with docs/records' if args.check else 'rendered'}")
+        print(f"{doc.relative_to(REPO)}: {'out of date with docs/results' if args.check else 'rendered'}")
     return 1 if stale and args.check else 0
 
 

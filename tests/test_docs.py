@@ -1,5 +1,5 @@
 """The docs hold together: the README is a short guide that opens with the two commands, every relative link in
-README.md and docs/ reaches a file, and every rendered table equals what its records in docs/records/ give."""
+README.md and docs/ reaches a file, and every rendered table equals what its records in docs/results/ give."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_every_relative_link_reaches_a_file():
 
 
 def test_the_docs_tables_are_rendered_from_the_records():
-    """Every ``<!-- render -->`` block in docs/ equals what scripts/render_records.py makes of docs/records/."""
+    """Every ``<!-- render -->`` block in docs/ equals what scripts/render_records.py makes of docs/results/."""
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "render_records.py"), "--check"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
