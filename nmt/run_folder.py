@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -124,8 +126,11 @@ def adopt_best(resumed: Optional[dict], ckpt_dir: Path) -> None:
     if resumed is None or (ckpt_dir / "best.pt").exists() or Path(resumed["source"]).parent == ckpt_dir.resolve():
         return
     beside = Path(resumed["source"]).with_name("best.pt")
-    if beside.is_file():
-        checkpoint.save(checkpoint.load(beside), ckpt_dir / "best.pt")
+    if beside.is_file():  # copied as it is (a temporary name, then a rename: never half-written)
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        tmp = ckpt_dir / f".best.pt.tmp{os.getpid()}"
+        shutil.copyfile(beside, tmp)
+        os.replace(tmp, ckpt_dir / "best.pt")
     else:
         log.warning("resume: no best.pt beside %s: it is this run's best.pt until a validation beats it", resumed["source"])
         checkpoint.save({k: v for k, v in resumed.items() if k != "source"}, ckpt_dir / "best.pt")
