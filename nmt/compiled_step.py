@@ -1,5 +1,7 @@
 """The input-feeding decoder step through ``torch.compile``, where it pays, with an eager fallback.
 
+Plugged in at construction: ``build_model(..., ops=fast_ops(compile_step=True))`` (nmt/ops.py: ``Ops.loop``).
+
 The step (about ten small kernels per layer) is launch-bound on a GPU; Inductor fuses its pointwise
 work. Not CUDA graphs: shapes change with every batch, and training would need a graph per step.
 """
@@ -12,14 +14,12 @@ from typing import Optional
 
 import torch
 
-from nmt.decoder import Decoder
-
 log = logging.getLogger(__name__)
 
 
-def wanted(setting: Optional[bool], device: torch.device, decoder: Decoder) -> bool:
+def wanted(setting: Optional[bool], device: torch.device, input_feeding: bool) -> bool:
     """trainer.compile as given; null (auto): on CUDA, for an input-feeding decoder."""
-    return device.type == "cuda" and decoder.input_feeding if setting is None else setting
+    return device.type == "cuda" and input_feeding if setting is None else setting
 
 
 class CompiledStep:
@@ -31,17 +31,13 @@ class CompiledStep:
 
     def __call__(self, *args):
         if self.compiled is not None:
-            import torch._dynamo  # private module, but torch documents no public base class of compile errors
-
             try:
                 return self.compiled(*args)
-            except torch._dynamo.exc.TorchDynamoException as e:  # no triton, no C++ compiler, ...
+            except Exception as e:  # no triton, no C++ compiler, ...: torch documents no public base class of these
+                out = self.eager(*args)  # a fault of the step itself raises here, not as a compile failure
                 why = " ".join(str(e).split())[:300] or type(e).__name__
                 log.warning("torch.compile of the decoder step failed, running it eagerly: %s", why)
                 self.compiled = None
+                return out
         return self.eager(*args)
 
-
-def compile_step(decoder: Decoder) -> None:
-    """Route ``decoder``'s step (training and search alike) through ``CompiledStep``."""
-    decoder._step = CompiledStep(decoder._step)

@@ -56,6 +56,8 @@ class Decoder(nn.Module):
         self.rnn_dropout = Dropout(dropout if layers > 1 else 0.0)  # between stacked layers
         self.out = nn.Linear(hidden, vocab)  # W_s
         self.search_cache = lstm_step.SearchWeights()  # what search steps read, computed once (nmt/lstm_step.py)
+        self.register_load_state_dict_post_hook(lambda module, keys: module.search_cache.clear())
+        self.loop_step = ops.loop(self._step)  # _step, or compiled (Ops(compile_step=True), nmt/compiled_step.py)
 
     def forward(self, tgt_in: torch.Tensor, state: State, src: Source,
                 keep_attention: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
@@ -79,7 +81,7 @@ class Decoder(nn.Module):
             state = (state[0].unbind(0), state[1].unbind(0))  # state would cost a zero-filled copy in backward
         outs, weights, centres = [], [], []
         for t in range(T):
-            feed, state, a, p = self._step(xs[t], feed, state, src, positions[t : t + 1], w)
+            feed, state, a, p = self.loop_step(xs[t], feed, state, src, positions[t : t + 1], w)
             outs.append(feed)
             if keep_attention:
                 weights.append(a)
@@ -100,7 +102,7 @@ class Decoder(nn.Module):
             x = table.index_select(0, y_prev)  # (batch, 4H)
         else:
             x = lstm_step.project_inputs(self.rnn, self.dropout(self.embed(y_prev)), w)  # (batch, gates)
-        feed, state, a, p = self._step(x, feed, state, src, position, w)
+        feed, state, a, p = self.loop_step(x, feed, state, src, position, w)
         if w is not None:
             state = (torch.stack(state[0]), torch.stack(state[1]))
         logits = self.out(feed) if out is None else nn.functional.linear(feed.to(out[0].dtype), *out)

@@ -60,7 +60,7 @@ def keep_freed_memory() -> bool:
 
 def autocast(device: torch.device, precision: str):
     """Autocast context for ``precision`` (auto = bf16 on CUDA, fp32 elsewhere; bf16_output is the
-    model's own, see ``Seq2Seq.bf16_output``)."""
+    callers' own: ``batch_loss(precision=...)``, ``beam_search(bf16_output=...)``)."""
     if precision == "auto":
         precision = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
     if precision in ("fp32", "bf16_output"):

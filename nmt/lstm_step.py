@@ -77,8 +77,8 @@ def cell(x: torch.Tensor, feed: Optional[torch.Tensor], state, w: Weights, ops: 
 class SearchWeights:
     """What a search step reads, computed once: ``step_weights``, the embedding table through layer 0's projection
     (vocab, 4H; none past TABLE_MAX elements) and, for bf16_output, W_s and its bias in bf16. Rebuilt when a
-    parameter is replaced or written in place (a load), and cleared when the model trains (fused optimizer steps
-    leave the version counters alone)."""
+    parameter is replaced (``.to()``, a new tensor), and cleared when the model trains or loads a state dict (the
+    decoder's hooks); code that writes the weights in place otherwise calls ``clear()``."""
 
     def __init__(self) -> None:
         self.key: Optional[tuple] = None
@@ -91,7 +91,7 @@ class SearchWeights:
 
     @torch.no_grad()
     def get(self, decoder: Decoder, bf16_output: bool) -> tuple[Optional[Weights], Optional[torch.Tensor], Optional[tuple]]:
-        key = tuple((p.data_ptr(), p._version) for p in decoder.parameters())  # _version: torch's in-place write count
+        key = tuple(p.data_ptr() for p in decoder.parameters())
         if self.key != key:
             w, table = decoder.step_weights(), None
             if w is not None and decoder.embed.num_embeddings * w[0][0].size(0) <= TABLE_MAX:

@@ -19,7 +19,6 @@ class Seq2Seq(nn.Module):
     def __init__(self, encoder: Encoder, decoder: Decoder):
         super().__init__()
         self.encoder, self.decoder = encoder, decoder
-        self.bf16_output = False  # W_s in bf16 autocast (trainer.precision=bf16_output, nmt/precision.py)
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: HostLens) -> tuple[Source, State]:
         """Source states, attention keys and mask (once per batch), and the decoder's first state. src: (batch, src_len);
@@ -44,12 +43,13 @@ class Seq2Seq(nn.Module):
         return tuple(fit(s) for s in final) if isinstance(final, tuple) else fit(final)  # type: ignore[return-value]
 
     def forward(self, src: torch.Tensor, src_lens: torch.Tensor, host_lens: HostLens, tgt_in: torch.Tensor,
-                keep_attention: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        """Teacher-forced logits (batch, tgt_len, vocab) and, if asked, attention weights."""
+                keep_attention: bool = False, bf16_output: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Teacher-forced logits (batch, tgt_len, vocab) and, if asked, attention weights. ``bf16_output``: W_s
+        under bf16 autocast, the rest as the caller runs it (trainer.precision=bf16_output, nmt/precision.py)."""
         source, state = self.encode(src, src_lens, host_lens)
         att, weights, _ = self.decoder(tgt_in, state, source, keep_attention)  # (batch, tgt_len, hidden)
         # nullcontext, not autocast(enabled=False): that would switch off an enclosing autocast
-        with torch.autocast(att.device.type, torch.bfloat16) if self.bf16_output else contextlib.nullcontext():
+        with torch.autocast(att.device.type, torch.bfloat16) if bf16_output else contextlib.nullcontext():
             return self.decoder.out(att), weights
 
     @torch.no_grad()

@@ -57,13 +57,11 @@ def step_ms(model: Seq2Seq, batches: Sequence[Batch], device: torch.device) -> d
     rng, total = torch.get_rng_state(), dict.fromkeys(CANDIDATES, 0.0)
     for i, b in enumerate([batches[0], *batches]):  # the first pass warms up
         for precision in CANDIDATES:
-            model.bf16_output = precision == "bf16_output"
             t = time.perf_counter()
             with autocast(device, precision):
-                loss = batch_loss(model, b.to(device))
+                loss = batch_loss(model, b.to(device), precision=precision)
             loss.backward()
             total[precision] += time.perf_counter() - t if i else 0.0
-    model.bf16_output = False
     model.zero_grad(set_to_none=True)
     torch.set_rng_state(rng)
     return {p: t * 1000 / len(batches) for p, t in total.items()}

@@ -6,6 +6,7 @@ Otherwise they are ``torch.bmm``, ``gather`` and ``torch.addmm``.
 
 from __future__ import annotations
 
+import weakref
 from typing import Optional
 
 import torch
@@ -100,13 +101,23 @@ def tap(x: torch.Tensor) -> torch.Tensor:
     """``x`` (keys or memory of a batch, a step's weight), its gradients from ``bmm``, ``gather`` and ``addmm``
     summed once per batch."""
     out = _Tap.apply(x, acc := _SourceGrad())
-    out._source_grad = acc  # read by gather and bmm
+    _TAPPED[id(out)] = acc  # read by gather, bmm and addmm
+    weakref.finalize(out, _TAPPED.pop, id(out), None)
     return out
+
+
+# id(tapped tensor) -> its accumulator; an entry leaves when its tensor is freed (before the id can be reused)
+_TAPPED: dict[int, _SourceGrad] = {}
+
+
+def _accumulator(x: torch.Tensor) -> Optional[_SourceGrad]:
+    """The accumulator of a tensor ``tap`` returned (None for any other tensor, e.g. a selection of one)."""
+    return _TAPPED.get(id(x))
 
 
 def gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``x.gather(1, index)``, its gradient for a tapped ``x`` left to the tap."""
-    acc = getattr(x, "_source_grad", None)
+    acc = _accumulator(x)
     if acc is None or not torch.is_grad_enabled():
         return x.gather(1, index)
     return _WindowGather.apply(x, index, acc)
@@ -114,7 +125,7 @@ def gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 def bmm(a: torch.Tensor, x: torch.Tensor, transpose: bool = False) -> torch.Tensor:
     """``a @ xᵀ`` or ``a @ x`` for (batch, T, ·) ``a`` and a source-side (batch, src_len, hidden) ``x``."""
-    acc = getattr(x, "_source_grad", None)
+    acc = _accumulator(x)
     if acc is None or not torch.is_grad_enabled():
         return torch.bmm(a, x.transpose(1, 2) if transpose else x)
     if torch.is_autocast_enabled(a.device.type):  # bmm runs in the autocast dtype, as torch.bmm would
@@ -126,7 +137,7 @@ def bmm(a: torch.Tensor, x: torch.Tensor, transpose: bool = False) -> torch.Tens
 def addmm(bias: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """``bias + x @ wᵀ`` for a step's (batch, in) ``x`` and (out, in) weight ``w``, its gradient for a tapped
     ``w`` left to the tap."""
-    acc = getattr(w, "_source_grad", None)
+    acc = _accumulator(w)
     if acc is None or not torch.is_grad_enabled():
         return torch.addmm(bias, x, w.t())
     if torch.is_autocast_enabled(x.device.type):  # addmm runs in the autocast dtype, as torch.addmm would

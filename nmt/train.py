@@ -31,6 +31,7 @@ from nmt.data.prepare import Prepared, prepare
 from nmt.data.text import DataError
 from nmt.device import available_cores, cpu_trains_bf16_rnns, peak_memory_mb, set_threads
 from nmt.model import build_model
+from nmt.ops import fast_ops
 from nmt.optim import Schedule, build_optimizer
 from nmt.run_folder import adopt_best, flatten, merge_resumed_config, restore, resume_state, write_run_files
 from nmt.tokenizer import Tokenizer
@@ -136,12 +137,12 @@ def build_updater(cfg: DictConfig, prepared: Prepared, epoch0: Epoch, resumed: O
                   per_update: int, device: torch.device, run_dir: Path) -> Updater:
     """Model, optimizer, schedule, loss scaler and counters (from ``resumed`` if given); precision auto: timed on ``epoch0``."""
     tr, tok = cfg.trainer, prepared.tokenizer
-    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device)
+    compile_step = compiled_step.wanted(tr.compile, device, cfg.model.input_feeding)  # runs T times a batch: fusing pays
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, fast_ops(compile_step)).to(device)
     if resumed is not None and tr.precision == "auto":  # a resumed run keeps the precision it measured
         tr.precision = resumed["config"]["trainer"]["precision"]
     timing = epoch0[:8] if tr.precision == "auto" else []
     tr.precision = distributed.from_rank0(precision.choose(tr, model, device, timing))  # resolved once, for all ranks
-    model.bf16_output = tr.precision == "bf16_output"
     m = cfg.model
     if device.type == "cuda" and m.decoder_layers > 1 and m.dropout and (m.rnn_type != "lstm" or not m.input_feeding):
         log.warning("model: a %s decoder%s of %d layers runs cuDNN's dropout between its layers, whose state no "
@@ -156,8 +157,6 @@ def build_updater(cfg: DictConfig, prepared: Prepared, epoch0: Epoch, resumed: O
     own_rng = resumed is not None and restore(resumed, tr, model, opt, schedule, scaler, state, rank, world_size, device)
     if not own_rng:
         distributed.seed_rank(tr.seed, rank, state.step)  # one dropout mask per rank, not one for all
-    if compiled_step.wanted(tr.compile, device, model.decoder):  # runs T times a batch: fusing its small ops pays
-        compiled_step.compile_step(model.decoder)
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None) if world_size > 1 else None
     writer = SummaryWriter(str(run_dir / "tensorboard")) if rank == 0 else None

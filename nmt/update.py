@@ -35,10 +35,12 @@ class TrainingError(RuntimeError):
     """Training cannot go on (e.g. repeated non-finite losses); the message says why."""
 
 
-def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Mean cross-entropy per target token; one output projection over all steps. The packing lengths go in as
-    ints: DistributedDataParallel(device_ids=[i]) moves every tensor argument to cuda:i; packing needs them on the CPU."""
-    logits, _ = model(batch.src, batch.src_lens, tuple(batch.host_lens.tolist()), batch.tgt_in)  # (batch, tgt_len, vocab)
+def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float = 0.0, precision: str = "fp32") -> torch.Tensor:
+    """Mean cross-entropy per target token; one output projection over all steps (in bf16 for ``precision``
+    bf16_output; the caller's autocast covers the rest). The packing lengths go in as ints:
+    DistributedDataParallel(device_ids=[i]) moves every tensor argument to cuda:i; packing needs them on the CPU."""
+    logits, _ = model(batch.src, batch.src_lens, tuple(batch.host_lens.tolist()), batch.tgt_in,
+                      bf16_output=precision == "bf16_output")  # (batch, tgt_len, vocab)
     return F.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=PAD,
                            label_smoothing=label_smoothing)
 
@@ -51,7 +53,7 @@ def dev_loss(model: Seq2Seq, batches: list[Batch], device: torch.device, precisi
     for b in batches:
         n = int((b.tgt_out != PAD).sum())
         with autocast(device, precision):
-            total += batch_loss(model, b.to(device)) * n
+            total += batch_loss(model, b.to(device), precision=precision) * n
         tokens += n
     model.train()
     return float(total) / max(tokens, 1)
@@ -105,7 +107,7 @@ class Updater:
         sync = self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext()
         with sync:  # one context: DDP's no_sync() cannot be entered twice
             with autocast(self.device, self.tr.precision):
-                loss = batch_loss(self.ddp or self.model, batch.to(self.device), self.tr.label_smoothing)
+                loss = batch_loss(self.ddp or self.model, batch.to(self.device), self.tr.label_smoothing, self.tr.precision)
             self.scaler.scale(loss / self.tr.accum_steps).backward()
         self.loss_sum += loss.detach()
 

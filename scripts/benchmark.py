@@ -38,6 +38,7 @@ from nmt.decode import translate_texts
 from nmt.device import PRECISIONS, autocast, cpu_info, pick_device, set_threads, warn_slow_bf16
 from nmt.metrics import score
 from nmt.model import Seq2Seq, build_model
+from nmt.ops import fast_ops
 from nmt.optim import build_optimizer
 from nmt.run_folder import git_commit
 from nmt.tokenizer import PAD
@@ -95,15 +96,12 @@ def training_speed(model: Seq2Seq, cfg: DictConfig, batches: Sequence[Batch], wa
     """Train on ``batches[:warmup]`` untimed, then time the rest: tokens/s, FLOPs, peak memory."""
     tr = cfg.trainer
     tr.precision = precision.choose(tr, model, device, batches[:8])  # as training resolves auto
-    model.bf16_output = tr.precision == "bf16_output"
-    if compiled_step.wanted(tr.compile, device, model.decoder):
-        compiled_step.compile_step(model.decoder)
     opt = build_optimizer(tr, model.parameters())
 
     def step(b) -> None:
         b = b.to(device)
         with autocast(device, tr.precision):
-            loss = batch_loss(model, b)
+            loss = batch_loss(model, b, precision=tr.precision)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), tr.clip_norm)
@@ -183,7 +181,8 @@ def main() -> int:
     torch.manual_seed(tr.seed)
     corpus = prepare_corpus(cfg)
     tok = corpus.tokenizer
-    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
+    ops = fast_ops(compiled_step.wanted(tr.compile, device, cfg.model.input_feeding))  # as training builds it
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, ops).to(device).train()
     rng = random.Random(tr.seed)
     batches: list = []
     while len(batches) < args.warmup + args.steps:

@@ -84,7 +84,7 @@ def test_bf16_output_decoding_projects_the_vocabulary_in_bf16_alone(hsk_cfg, hsk
     assert set(dtypes) == {torch.float32}
     weight, bias = model.decoder.search_weights(bf16_output=True)[2]  # what the bf16_output search steps read
     assert weight.dtype == bias.dtype == torch.bfloat16 and torch.equal(weight, model.decoder.out.weight.bfloat16())
-    assert model.bf16_output is False and not model.training
+    assert not model.training
     again = translate_nbest(model, hsk_tokenizer, str, SENTENCES, beam=3, precision="bf16_output")
     for a, b in zip(fp32, again):
         assert abs(a[0][1] - b[0][1]) < 0.5  # bf16 rounding of the logits, not another model

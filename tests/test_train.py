@@ -110,11 +110,11 @@ def test_training_forward_survives_ddp_moving_its_tensor_arguments(make_model, r
     seen = {}
 
     class MovesLikeDDP(torch.nn.Module):
-        def forward(self, *args):
+        def forward(self, *args, **kwargs):
             (moved,), _ = _to_kwargs(args, {}, torch.device("meta"), False)
             seen["moved"] = moved
             kept = [a if isinstance(m, torch.Tensor) else m for a, m in zip(args, moved)]  # meta holds no data
-            return model(*kept)
+            return model(*kept, **kwargs)
 
     loss = batch_loss(MovesLikeDDP(), batch)
     assert all(m.device.type == "meta" for m in seen["moved"] if isinstance(m, torch.Tensor))
@@ -248,8 +248,8 @@ def test_non_finite_updates_are_skipped_then_stop_the_run(digits_dir, tmp_path, 
     real = t.batch_loss
     calls = {"n": 0}
 
-    def sometimes_nan(model, batch, label_smoothing=0.0):
-        loss = real(model, batch, label_smoothing)
+    def sometimes_nan(model, batch, label_smoothing=0.0, precision="fp32"):
+        loss = real(model, batch, label_smoothing, precision)
         if not model.training:  # dev loss: untouched
             return loss
         calls["n"] += 1

@@ -19,6 +19,12 @@ def num_workers(cfg: DataConfig, rows: int) -> Optional[int]:
     return n if n > 1 and rows > n else None
 
 
+def fingerprint(ds: datasets.Dataset) -> str:
+    """datasets' own hash of a table and its history (what its map cache keys on). Private: datasets has no public
+    accessor, and hashing the rows ourselves would read a corpus of millions of rows at every start."""
+    return ds._fingerprint
+
+
 def map_cached(ds: datasets.Dataset, fn: Callable, desc: str, num_proc: Optional[int] = None, key: str = "",
                **kw) -> datasets.Dataset:
     """``Dataset.map`` (progress bar ``desc``) cached under $NMT_CACHE/hf by the input's fingerprint and ``key``."""
@@ -27,6 +33,5 @@ def map_cached(ds: datasets.Dataset, fn: Callable, desc: str, num_proc: Optional
         return ds.map(fn, keep_in_memory=True, **kw)
     folder = cache_root() / "hf" / "map"
     folder.mkdir(parents=True, exist_ok=True)
-    # _fingerprint: datasets' content hash of the input (no public accessor), the key its own map cache uses
-    fingerprint = hashlib.sha256(f"{ds._fingerprint}|{desc}|{key}".encode()).hexdigest()[:32]
-    return ds.map(fn, cache_file_name=str(folder / f"{fingerprint}.arrow"), new_fingerprint=fingerprint, **kw)
+    name = hashlib.sha256(f"{fingerprint(ds)}|{desc}|{key}".encode()).hexdigest()[:32]
+    return ds.map(fn, cache_file_name=str(folder / f"{name}.arrow"), new_fingerprint=name, **kw)

@@ -25,7 +25,7 @@ from nmt import __version__
 from nmt.batching import Pairs
 from nmt.cache import cache_root
 from nmt.config import DataConfig, TokenizerConfig
-from nmt.data.cache import map_cached, num_workers
+from nmt.data.cache import fingerprint, map_cached, num_workers
 from nmt.data.corpus import clean_splits, load_raw
 from nmt.data.text import DataError
 from nmt.tokenizer import Tokenizer, load_or_train
@@ -66,8 +66,7 @@ def prepare(data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer
     """The train split as piece ids and the dev split as text, from the cache when it matches."""
     t0 = time.perf_counter()
     raw = load_raw(data)  # a missing split fails in clean_splits: it can have no cached corpus
-    # _fingerprint is datasets' own content hash of a table and its history; it has no public accessor
-    identity = {s: raw[s]._fingerprint for s in ("train", "dev", "test") if s in raw}
+    identity = {s: fingerprint(raw[s]) for s in ("train", "dev", "test") if s in raw}
 
     def folder_for(fixed: Optional[Tokenizer]) -> Path:
         blob = json.dumps([identity, _settings(data, tok_cfg, seed, fixed)], sort_keys=True, default=str)
