@@ -63,7 +63,7 @@ def autocast(device: torch.device, precision: str):
     callers' own: ``batch_loss(precision=...)``, ``beam_search(bf16_output=...)``)."""
     if precision == "auto":
         precision = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
-    if precision in ("fp32", "bf16_output"):
+    if precision in ("fp32", "bf16_output", "int8"):  # int8: the model's own modules (nmt/int8.py)
         return contextlib.nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device_type=device.type, dtype=dtype)
@@ -76,10 +76,11 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-PRECISIONS = ("fp32", "bf16", "bf16_output")  # of decoding (nmt.translate, nmt.evaluate)
-PRECISION_HELP = ("decode in fp32 (default), bf16 autocast, or bf16_output: only the vocabulary projection in bf16, the rest "
-                  "fp32. bf16 can be faster on GPUs and on CPUs with AMX/avx512_bf16, bf16_output on such CPUs also at small "
-                  "batches (elsewhere both likely slower); outputs may differ slightly")
+PRECISIONS = ("fp32", "bf16", "bf16_output", "int8")  # of decoding (nmt.translate, nmt.evaluate, nmt.serve, Translator)
+PRECISION_HELP = ("decode in fp32 (default), bf16 autocast, bf16_output (only the vocabulary projection in bf16, the rest "
+                  "fp32) or int8 (the CPU only: int8 weights, activations quantized at each matmul; nmt/int8.py). bf16 can be "
+                  "faster on GPUs and on CPUs with AMX/avx512_bf16, bf16_output on such CPUs also at small batches "
+                  "(elsewhere both likely slower); outputs may differ slightly (int8 most)")
 NATIVE_BF16 = ("amx_bf16", "avx512_bf16")  # CPU flags with bf16 matrix instructions
 
 

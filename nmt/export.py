@@ -19,12 +19,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("model", help="run directory (uses checkpoints/best.pt) or checkpoint file")
     p.add_argument("out", type=Path, help="output folder")
     p.add_argument("--format", choices=("onnx",), default="onnx", help="onnx (the default and only format)")
+    p.add_argument("--int8", action="store_true",
+                   help="int8 weights, activations quantized at each matmul (onnxruntime's dynamic quantizer)")
     args = p.parse_args(argv)
     try:
         from nmt.export_onnx import export_onnx
 
         model, tok, cfg, _ = load_model(args.model, "cpu")
-        files = export_onnx(model, tok, cfg, args.out)
+        files = export_onnx(model, tok, cfg, args.out, int8=args.int8)
     except (ImportError, CheckpointError, OSError) as e:
         why = f"{e.name or e}: install the onnx extra (pip install 'nmt[onnx]')" if isinstance(e, ImportError) else e
         print(f"nmt.export: error: {why}", file=sys.stderr)

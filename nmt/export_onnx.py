@@ -11,13 +11,15 @@ packed (bi)LSTM to ONNX's ``LSTM`` with ``sequence_lens``; torch.export cannot t
 from __future__ import annotations
 
 import json
+import logging
+import os
 import warnings
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from nmt import __version__
+from nmt import __version__, search
 from nmt.decode import MAX_SRC_PIECES
 from nmt.decoder import Source
 from nmt.model import Seq2Seq
@@ -60,8 +62,9 @@ def _axes(names: list[str], batch_dim: dict, src_dim: set) -> dict:
     return {n: {**({batch_dim.get(n, 0): "batch"}), **({1: "src_len"} if n in src_dim else {})} for n in names}
 
 
-def export_onnx(model: Seq2Seq, tok: Tokenizer, cfg, out: Path) -> list[Path]:
-    """Write the ONNX folder for ``model``; returns the files written."""
+def export_onnx(model: Seq2Seq, tok: Tokenizer, cfg, out: Path, int8: bool = False) -> list[Path]:
+    """Write the ONNX folder for ``model``; returns the files written. ``int8``: both graphs' matmuls and LSTM/GRU
+    weights quantized to int8 by onnxruntime's dynamic quantizer (``quantize_int8``)."""
     model = model.eval().cpu()
     out.mkdir(parents=True, exist_ok=True)
     src = torch.tensor([[5, 6, 7, 8], [9, 10, PAD, PAD]])
@@ -82,6 +85,9 @@ def export_onnx(model: Seq2Seq, tok: Tokenizer, cfg, out: Path) -> list[Path]:
         torch.onnx.export(_Step(model), step_args, str(out / "decoder_step.onnx"), dynamo=False, opset_version=OPSET,
                           input_names=STEP_IN, output_names=STEP_OUT,
                           dynamic_axes=_axes(STEP_IN[:-1] + STEP_OUT, state_batch, src_dims))
+    if int8:
+        for name in ("encoder.onnx", "decoder_step.onnx"):
+            quantize_int8(out / name)
     (out / "spm.src.model").write_bytes(tok.src_model)
     (out / "spm.tgt.model").write_bytes(tok.tgt_model)
     a, data = cfg.model.attention, cfg.data
@@ -91,9 +97,26 @@ def export_onnx(model: Seq2Seq, tok: Tokenizer, cfg, out: Path) -> list[Path]:
         "normalization": {"unicode": "NFKC", "whitespace": "collapsed",
                           "opencc": data.opencc if data.src_lang.startswith("zh") else None},
         "pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "max_src_pieces": MAX_SRC_PIECES,
-        "max_len": {"ratio": 2.0, "extra": 10, "cap": 200},
+        "max_len": {"ratio": search.RATIO, "extra": search.EXTRA, "cap": search.CAP},  # nmt.search's limits
         "hidden": model.decoder.hidden, "layers": model.decoder.rnn.num_layers,
         "score": a.score, "mode": a.mode, "window": a.window, "has_centre": a.mode != "global",
+        "int8": int8,
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return [out / n for n in ("encoder.onnx", "decoder_step.onnx", "spm.src.model", "spm.tgt.model", "meta.json")]
+
+
+def quantize_int8(graph: Path) -> None:
+    """Rewrite ``graph`` with int8 weights (per output channel) and activations quantized at each call: onnxruntime's
+    ``quantize_dynamic`` (MatMul, Gemm, LSTM, GRU), the quantizer of the runtime that runs the graph."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    tmp = graph.with_suffix(".int8.onnx")
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # it logs "consider pre-processing" through the root logger at every call
+    try:
+        quantize_dynamic(graph, tmp, weight_type=QuantType.QInt8, per_channel=True)
+    finally:
+        root.setLevel(level)
+    os.replace(tmp, graph)

@@ -72,6 +72,10 @@ class Stepper:
             part[2] = part[2].index_select(0, index)
 
 
+# the output length limit: RATIO · source length + EXTRA, at most CAP pieces (the ONNX export writes these to meta.json)
+RATIO, EXTRA, CAP = 2.0, 10, 200
+
+
 def max_lengths(src_lens: torch.Tensor, ratio: float, extra: int, cap: int) -> torch.Tensor:
     """(batch,) output length limits: ratio · source length + extra, at most ``cap``."""
     return (src_lens.float() * ratio + extra).long().clamp(max=cap)
@@ -88,7 +92,7 @@ def _force_eos(logp: torch.Tensor, rows: torch.Tensor) -> None:
 
 
 @torch.no_grad()
-def greedy(model: Models, batch: Batch, ratio: float = 2.0, extra: int = 10, cap: int = 200, sync_every: int = 0,
+def greedy(model: Models, batch: Batch, ratio: float = RATIO, extra: int = EXTRA, cap: int = CAP, sync_every: int = 0,
            bf16_output: bool = False) -> Hypotheses:
     """Batched greedy search; ended rows leave when a quarter of the batch, checked every ``sync_every`` steps;
     ``bf16_output``: the vocabulary projection from a bf16 copy of W_s."""
@@ -166,8 +170,8 @@ def _ended(stop: str, is_eos: torch.Tensor, fin: torch.Tensor, alive: torch.Tens
 
 
 @torch.no_grad()
-def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, ratio: float = 2.0, extra: int = 10,
-                cap: int = 200, n_best: int = 1, beta: float = 0.0, stop: str = "full", sync_every: int = 0,
+def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, ratio: float = RATIO, extra: int = EXTRA,
+                cap: int = CAP, n_best: int = 1, beta: float = 0.0, stop: str = "full", sync_every: int = 0,
                 bf16_output: bool = False) -> Hypotheses:
     """Batched beam search; finished hypotheses move to a per-sentence buffer of size ``beam``.
 

@@ -87,6 +87,12 @@ class SearchSettings:
             raise ValueError(f"stop={self.stop!r}: choose one of {', '.join(STOPS)}")
 
 
+def _int8_ready(model: Seq2Seq) -> bool:
+    from nmt.int8 import Int8Ops  # torch.ao's quantized modules: imported for int8 only
+
+    return isinstance(model.decoder.ops, Int8Ops)
+
+
 class Translator:
     """A trained model ready to translate: ``Translator.load(run_or_checkpoint)``, then ``translate`` or ``evaluate``."""
 
@@ -95,6 +101,9 @@ class Translator:
         if precision not in PRECISIONS:
             raise ValueError(f"precision={precision!r}: choose one of {', '.join(PRECISIONS)}")
         self.models = [models] if isinstance(models, Seq2Seq) else list(models)
+        if precision == "int8" and not all(_int8_ready(m) for m in self.models):
+            raise ValueError("precision='int8' needs quantized models: Translator.load(..., precision='int8'), "
+                             "or nmt.int8.load_int8")
         self.tokenizer, self.config, self.device, self.precision = tokenizer, config, device, precision
         self.normalize: Callable[[str], str] = src_normalizer(config.data)
 
@@ -102,10 +111,11 @@ class Translator:
     def load(cls, model: Union[str, Path, Sequence[Union[str, Path]]], device: str = "auto",
              precision: str = "fp32") -> Translator:
         """A run folder (its ``checkpoints/best.pt``) or checkpoint file, or several to ensemble (one vocabulary);
-        ``device``: auto, cpu, cuda, cuda:N; ``precision``: fp32, bf16 or bf16_output (nmt.device.PRECISIONS)."""
+        ``device``: auto, cpu, cuda, cuda:N; ``precision``: fp32, bf16, bf16_output or int8 (nmt.device.PRECISIONS;
+        int8 on the CPU only, where ``auto`` picks it)."""
         paths = [str(model)] if isinstance(model, (str, Path)) else [str(p) for p in model]
-        dev = pick_device(device)
-        models, tok, cfg = load_models(paths, dev)
+        dev = torch.device("cpu") if precision == "int8" and device == "auto" else pick_device(device)
+        models, tok, cfg = load_models(paths, dev, precision)
         return cls(models, tok, cfg, dev, precision)
 
     @property

@@ -36,6 +36,7 @@ from nmt.data.normalize import src_normalizer
 from nmt.data.prepare import Prepared, prepare
 from nmt.decode import translate_texts
 from nmt.device import PRECISIONS, autocast, cpu_info, pick_device, set_threads, warn_slow_bf16
+from nmt.int8 import int8_model
 from nmt.metrics import score
 from nmt.model import Seq2Seq, build_model
 from nmt.ops import fast_ops
@@ -145,9 +146,10 @@ def decoding_speed(model: Seq2Seq, tok, cfg: DictConfig, dev_src: list[str], dev
     out = {}
     for prec in precisions or [cfg.trainer.precision]:
         suffix = "" if precisions is None or prec == "fp32" else f"_{prec}"
+        decoder = int8_model(model, cfg.model) if prec == "int8" else model  # int8: a quantized copy (nmt/int8.py)
         for name, beam, stop in runs:
             t0 = time.perf_counter()  # translation only (as the peers time theirs), not the scoring
-            hyps = translate_texts(model, tok, norm, dev_src, beam=beam, device=device, stop=stop, precision=prec)
+            hyps = translate_texts(decoder, tok, norm, dev_src, beam=beam, device=device, stop=stop, precision=prec)
             dt = time.perf_counter() - t0
             scores = score(hyps, [dev_tgt], cfg.data.tgt_lang)
             out[name + suffix] = {"sents_per_s": len(dev_src) / dt, "seconds": dt, "bleu": scores.bleu,
@@ -166,7 +168,8 @@ def main() -> int:
     p.add_argument("--no-decode", action="store_true")
     p.add_argument("--decode-precision", default="fp32", type=lambda v: v.split(","),
                    help="decoding precision(s), comma-separated: fp32 (default; keys greedy, beam5, beam5_first), "
-                        "bf16 (keys greedy_bf16, ...), bf16_output (greedy_bf16_output, ...): e.g. fp32,bf16")
+                        "bf16 (keys greedy_bf16, ...), bf16_output (greedy_bf16_output, ...), int8 (greedy_int8, ...; CPU): "
+                        "e.g. fp32,int8")
     p.add_argument("overrides", nargs="*", help="extra config overrides, key=value")
     args = p.parse_args()
     if any(d not in PRECISIONS for d in args.decode_precision):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import datetime
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -93,8 +95,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     p.add_argument("--json", type=Path, help="also write the table as a JSON record here")
+    p.add_argument("--root", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
     args = p.parse_args()
-    modules = measure()
+    modules = measure(args.root)
     print(f"{'module':32} {'lines':>5}  longest function")
     for rel, m in modules.items():
         print(f"{rel:32} {m['lines']:5}  {m['longest_function']} ({m['longest_lines']})")
@@ -102,8 +105,11 @@ def main() -> None:
     print(f"\nprivate names reached across objects ({len(private)}):", *private, sep="\n  ")
     print("\nmodules defining an autograd.Function:", ", ".join(r for r, m in modules.items() if m["autograd_function"]))
     if args.json:
-        args.json.write_text(json.dumps({rel: {k: v for k, v in m.items() if k != "functions"}
-                                         for rel, m in modules.items()}, indent=1) + "\n")
+        commit = subprocess.run(["git", "-C", str(args.root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+        record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": commit.strip(),
+                  "command": sys.argv, "modules": {rel: {k: v for k, v in m.items() if k != "functions"}
+                                                   for rel, m in modules.items()}}
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
     problems = missed(modules)
     print("\ntargets:", "all met" if not problems else "", *problems, sep="\n  ")
     if args.check and problems:

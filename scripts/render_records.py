@@ -72,7 +72,55 @@ def bench() -> str:
     return "\n".join(rows) + "\n"
 
 
-RENDERERS: dict[str, Callable[[], str]] = {"soak": soak, "encoder_split": encoder_split, "bench": bench}
+def house() -> str:
+    """scripts/house.py records: lines and the longest function per module, at each recorded commit side by side."""
+    records = [json.loads(p.read_text()) for p in sorted(RECORDS.glob("house_*.json"))]
+    records.sort(key=lambda r: r["date"])
+    head = " | ".join(f"{r['commit'][:7]} lines | longest function" for r in records)
+    rows = [f"| module | {head} |", "| --- |" + " ---: | --- |" * len(records)]
+    for rel in sorted({m for r in records for m in r["modules"]}):
+        cells = []
+        for r in records:
+            m = r["modules"].get(rel)
+            cells.append(f"{m['lines']} | {m['longest_function']} ({m['longest_lines']})" if m else "– | –")
+        rows.append(f"| `{rel}` | {' | '.join(cells)} |")
+    private = [f"{r['commit'][:7]}: {sum(len(m['private']) for m in r['modules'].values())}" for r in records]
+    return "\n".join(rows) + "\n\nPrivate names reached across objects: " + ", ".join(private) + ".\n"
+
+
+def unchanged() -> str:
+    """scripts/check_unchanged.py records: fixed-seed training and dev translations at a base commit and after."""
+    rows = ["| record | base | after | weights, dev history, greedy and beam-5 md5 | after / base: train, greedy, beam 5 |",
+            "| --- | --- | --- | --- | --- |"]
+    for path in sorted(RECORDS.glob("unchanged_*.json"), key=lambda p: json.loads(p.read_text())["date"]):
+        r = json.loads(path.read_text())
+        base = next(a for a in r["command"][1:] if not a.startswith("-"))
+        speed = "not timed"
+        if med := r.get("speed_medians"):
+            speed = ", ".join(f"{med['working_tree'][k] / med['base'][k]:.3f}" for k in med["base"])
+        rows.append(f"| `{path.name}` ({r['date'][:10]}) | {base} | {r['head'][:7]}{' + changes' if r['dirty'] else ''} | "
+                    f"{'identical' if r['unchanged'] else 'DIFFERENT'} | {speed} |")
+    return "\n".join(rows) + "\n"
+
+
+def decode_precision() -> str:
+    """scripts/benchmark_decoding.py records: BLEU and sentences/s per decoding precision, against the first."""
+    out = []
+    for path in sorted(RECORDS.glob("decode_*.json")):
+        r = json.loads(path.read_text())
+        out.append(f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}, {r['threads']} threads; "
+                   f"medians of {r['rounds']} alternating rounds; model `{r['model']}`):\n")
+        out += ["| precision | split | beam | batch (sentences) | BLEU | BLEU change | sentences/s | speed ratio |",
+                "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for x in r["rows"]:
+            out.append(f"| {x['precision']} | {x['split']} | {x['beam']} | {x['batch_sentences']:,} | {x['bleu']:.2f} | "
+                       f"{x['bleu_vs_first']:+.2f} | {x['sents_per_s']:,.1f} | {x['speed_vs_first']:.2f}× |")
+        out.append("")
+    return "\n".join(out)
+
+
+RENDERERS: dict[str, Callable[[], str]] = {"soak": soak, "encoder_split": encoder_split, "bench": bench, "house": house,
+                                           "unchanged": unchanged, "decode_precision": decode_precision}
 
 
 def render(text: str, where: Path) -> str:

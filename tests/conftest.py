@@ -149,7 +149,7 @@ def make_model():
 
     def make(src_vocab: int = 23, tgt_vocab: int = 19, seed: int = 0, train: bool = False, ops=None,
              gather_above: float = 20.0, **kw):
-        attention = {k: kw.pop(k) for k in ("score", "mode", "window") if k in kw}
+        attention = {k: kw.pop(k) for k in ("score", "mode", "window", "heads") if k in kw}
         base = dict(emb_size=16, hidden_size=16, encoder_layers=1, decoder_layers=1, dropout=0.0)
         cfg = OmegaConf.structured(ModelConfig(**{**base, **kw}))
         for k, v in attention.items():

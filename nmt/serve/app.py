@@ -172,10 +172,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=5000)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (checkpoints only)")
-    p.add_argument("--precision", choices=("fp32", "bf16", "bf16_output"), default="fp32",
+    # the choices of nmt.device.PRECISIONS, written out: this module imports no torch (an ONNX-only server)
+    p.add_argument("--precision", choices=("fp32", "bf16", "bf16_output", "int8"), default="fp32",
                    help="checkpoints: decode in fp32 (default), bf16 autocast (faster in a warm process on GPUs and CPUs "
-                        "with AMX/avx512_bf16, at large batches) or bf16_output (only the vocabulary projection in bf16: "
-                        "such CPUs, small batches too); outputs may differ slightly")
+                        "with AMX/avx512_bf16, at large batches), bf16_output (only the vocabulary projection in bf16: "
+                        "such CPUs, small batches too) or int8 (CPU only; nmt/int8.py); outputs may differ slightly")
     p.add_argument("--beam", type=int, default=5, help="beam size when a request gives none (default 5)")
     p.add_argument("--batch-wait-ms", type=float, default=5.0,
                    help="how long to collect requests into a batch once a decoding thread is free")

@@ -1,0 +1,112 @@
+"""int8 decoding on the CPU: the model's matmuls with int8 weights, activations quantized at each call.
+
+PyTorch's dynamic quantization (``torch.ao.nn.quantized.dynamic``): its fbgemm and oneDNN kernels ship in every CPU
+build of torch, so int8 needs no other dependency; torchao's int8 path ran slower than fp32 in eager mode here
+(docs/decoding.md#int8). What runs in int8:
+
+- the encoder's LSTM/GRU layers (``nnqd.LSTM``/``nnqd.GRU``, weights per tensor);
+- every ``nn.Linear`` of the decoder: W_s (the vocabulary projection), W_c and the attention's (per channel);
+- the written-out LSTM step's one matmul per layer (``Int8Ops.addmm``, per channel, packed once per weight).
+
+The embeddings, layer 0's projected-embedding table (lookups), the softmaxes, the cell's pointwise maths and
+the search stay fp32. A model for int8 is built with ``Int8Ops`` and then ``quantize``-d: ``int8_model``, ``load_int8``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Union
+
+import torch
+import torch.ao.nn.quantized.dynamic as nnqd
+from torch import nn
+from torch.ao.quantization import default_dynamic_qconfig, per_channel_dynamic_qconfig
+
+from nmt.config import ModelConfig
+from nmt.model import Seq2Seq, build_model
+from nmt.ops import Ops
+from nmt.tokenizer import Tokenizer
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """torch 2.13 warns that its quantized tensor functions are deprecated (a removal announced for 2.10 and not
+    made); the kernels are the ones ``torch.ao.quantization.quantize_dynamic`` uses. One place silences it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*(deprecated|will be removed).*")
+        yield
+
+
+def int8_linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> nn.Module:
+    """``x @ weightᵀ (+ bias)`` with ``weight`` (out, in) in int8, per output channel."""
+    lin = nn.Linear(weight.size(1), weight.size(0), bias=bias is not None)
+    with torch.no_grad():
+        lin.weight.copy_(weight)
+        if bias is not None:
+            lin.bias.copy_(bias)
+    lin.qconfig = per_channel_dynamic_qconfig
+    with _quiet():
+        return nnqd.Linear.from_float(lin)
+
+
+class Int8Ops(Ops):
+    """Plain ops whose ``addmm`` (the written-out LSTM step) multiplies by an int8 copy of the weight, packed
+    the first time that weight tensor is seen (the search's step weights are cached, so once per model)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.packed: dict[int, nn.Module] = {}  # id(weight) -> its int8 Linear; the entry leaves with the weight
+
+    def addmm(self, bias: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        q = self.packed.get(id(w))
+        if q is None:
+            q = self.packed[id(w)] = int8_linear(w)
+            weakref.finalize(w, self.packed.pop, id(w), None)
+        return q(x) + bias  # bias: (4H,), or layer 0's projected input (batch, 4H)
+
+
+def _swap(module: nn.Module, kinds: tuple[type, ...], qconfig: Any, skip: tuple[nn.Module, ...] = ()) -> None:
+    """Replace every submodule of exactly one of ``kinds`` (not in ``skip``) by its dynamic int8 counterpart."""
+    targets = {nn.Linear: nnqd.Linear, nn.LSTM: nnqd.LSTM, nn.GRU: nnqd.GRU}
+    for name, child in module.named_children():
+        if type(child) in kinds and child not in skip:
+            child.qconfig = qconfig
+            setattr(module, name, targets[type(child)].from_float(child))
+        elif child not in skip:
+            _swap(child, kinds, qconfig, skip)
+
+
+def quantize(model: Seq2Seq) -> Seq2Seq:
+    """``model`` (built with ``Int8Ops``, on the CPU) with its encoder RNNs and decoder ``nn.Linear``s in int8, in
+    place, in eval mode. The decoder's own RNN keeps its fp32 parameters: the written-out step reads them
+    (``Int8Ops`` packs the matmuls); a GRU or non-LSTM decoder's RNN runs in fp32."""
+    if not isinstance(model.decoder.ops, Int8Ops):
+        raise ValueError("quantize: build the model with ops=Int8Ops() (nmt.int8.int8_model does)")
+    if next(model.parameters()).device.type != "cpu":
+        raise ValueError("precision int8 runs on the CPU only (PyTorch's quantized kernels): use device cpu")
+    model.eval()
+    with _quiet():
+        _swap(model.encoder, (nn.LSTM, nn.GRU), default_dynamic_qconfig)
+        _swap(model.decoder, (nn.Linear,), per_channel_dynamic_qconfig, skip=(model.decoder.rnn,))
+    return model
+
+
+def int8_model(model: Seq2Seq, cfg: ModelConfig) -> Seq2Seq:
+    """An int8 copy of ``model`` (config ``cfg``) for decoding on the CPU: built with ``Int8Ops``, given ``model``'s
+    weights, then quantized."""
+    vocab = model.encoder.embed.num_embeddings, model.decoder.embed.num_embeddings
+    copy = build_model(cfg, *vocab, Int8Ops())
+    copy.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})
+    return quantize(copy)
+
+
+def load_int8(path: Union[str, Path]) -> tuple[Seq2Seq, Tokenizer, Any, dict]:
+    """``nmt.checkpoint.load_model`` for int8 decoding: model (quantized, eval, CPU), tokenizer, config, raw state."""
+    from nmt.checkpoint import load_model
+
+    model, tok, cfg, state = load_model(path, "cpu")
+    return int8_model(model, cfg.model), tok, cfg, state

@@ -1,0 +1,111 @@
+"""int8 decoding (``precision="int8"``, ``--precision int8``; nmt/int8.py): the quantized matmuls stay within
+int8's rounding of fp32 for every score and mode, and every entry point decodes with it."""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from nmt.batching import make_batch
+from nmt.checkpoint import save
+from nmt.config import to_dict
+from nmt.int8 import Int8Ops, int8_linear, quantize
+from nmt.model import build_model
+
+SENTENCES = ["老师，您好！", "图书馆在学校里边。", "", "我今天很忙，明天再说吧。"]
+
+
+def close(got: torch.Tensor, ref: torch.Tensor, share: float = 0.05) -> bool:
+    """Within ``share`` of the reference's largest magnitude: int8 keeps about 2 significant digits."""
+    return float((got - ref).abs().max()) <= share * float(ref.abs().max()) + 1e-4
+
+
+def test_int8_ops_multiply_by_a_weight_packed_once_and_dropped_with_it():
+    torch.manual_seed(0)
+    ops, w, b, x = Int8Ops(), torch.randn(64, 32), torch.randn(64), torch.randn(8, 32)
+    ref = torch.addmm(b, x, w.t())
+    assert close(ops.addmm(b, x, w), ref) and not torch.equal(ops.addmm(b, x, w), ref)  # int8, not fp32 again
+    assert len(ops.packed) == 1  # the second call reused the packed weight
+    del w
+    gc.collect()
+    assert ops.packed == {}
+    assert close(int8_linear(torch.eye(4) * 3, torch.ones(4))(torch.ones(2, 4)), torch.full((2, 4), 4.0))
+
+
+@pytest.mark.parametrize("kw", [
+    dict(score="general", mode="global"), dict(score="dot", mode="local_m"), dict(score="concat", mode="local_p"),
+    dict(score="general", mode="local_p", input_feeding=False), dict(score="scaled_dot", mode="global", heads=2),
+    dict(score="general", mode="global", rnn_type="gru"), dict(score="location", mode="global", decoder_layers=2),
+])
+def test_int8_logits_stay_within_int8_rounding_of_fp32(make_model, random_sources, kw):
+    fp32 = make_model(30, 25, seed=3, init_range=0.5, window=2, **kw)
+    int8 = quantize(make_model(30, 25, seed=3, init_range=0.5, window=2, ops=Int8Ops(), **kw))
+    assert isinstance(int8.decoder.out, torch.ao.nn.quantized.dynamic.Linear)
+    src = random_sources(6, 2, 12, 30, seed=4)
+    batch = make_batch(src, [[t % 24 + 1 for t in s] for s in src], range(6))
+    args = (batch.src, batch.src_lens, tuple(batch.host_lens.tolist()), batch.tgt_in)
+    with torch.no_grad():
+        ref, got = fp32(*args)[0], int8(*args)[0]
+    assert close(got, ref) and not torch.equal(got, ref)
+
+
+def test_int8_needs_a_model_built_for_it(make_model, hsk_cfg, hsk_tokenizer):
+    from nmt.translator import Translator
+
+    with pytest.raises(ValueError, match="ops=Int8Ops"):
+        quantize(make_model())
+    with pytest.raises(ValueError, match="needs quantized models"):
+        Translator(make_model(), hsk_tokenizer, hsk_cfg, precision="int8")
+
+
+@pytest.fixture(scope="module")
+def checkpoint(hsk_cfg, hsk_tokenizer, tmp_path_factory):
+    cfg = OmegaConf.merge(hsk_cfg, {"model": {"emb_size": 16, "hidden_size": 16, "encoder_layers": 1, "decoder_layers": 2,
+                                              "dropout": 0.0, "attention": {"mode": "local_p", "window": 2}}})
+    torch.manual_seed(0)
+    model = build_model(cfg.model, hsk_tokenizer.src_vocab_size, hsk_tokenizer.tgt_vocab_size)
+    path = tmp_path_factory.mktemp("int8_run") / "best.pt"
+    save({"model": model.state_dict(), "config": to_dict(cfg), "tokenizer": hsk_tokenizer.to_state(), "step": 1}, path)
+    return path
+
+
+def test_the_python_api_translates_in_int8_close_to_fp32(checkpoint):
+    from nmt import Translator
+
+    fp32, int8 = Translator.load(checkpoint, precision="fp32"), Translator.load(checkpoint, precision="int8")
+    assert int8.device.type == "cpu" and int8.precision == "int8"
+    a, b = fp32.translate(SENTENCES, beam=3, n_best=2), int8.translate(SENTENCES, beam=3, n_best=2)
+    assert [len(t.nbest) for t in b] == [len(t.nbest) for t in a]
+    assert b[2].nbest[0].text == ""  # empty after normalization
+    for x, y in zip(a, b):
+        assert all(math.isfinite(h.score) for h in y.nbest)
+        assert abs(x.nbest[0].score - y.nbest[0].score) < 0.1  # the best hypothesis' log-probability per token
+    att = int8.translate(SENTENCES[:1], beam=2, attention=True)[0].attention
+    assert att is not None and att.weights.shape[1] == len(att.src_pieces)
+
+
+def test_translate_and_evaluate_clis_decode_in_int8(checkpoint, run_cli, explain, tmp_path):
+    text = [s for s in SENTENCES if s]
+    proc = run_cli("nmt.translate", checkpoint, "--precision", "int8", "--beam", "2", *text)
+    assert proc.returncode == 0, explain(proc)
+    assert len(proc.stdout.splitlines()) == len(text), explain(proc)
+    src, ref = tmp_path / "dev.zh", tmp_path / "dev.en"
+    src.write_text("老师，您好！\n图书馆在学校里边。\n", encoding="utf-8")
+    ref.write_text("Hello, teacher!\nThe library is inside the school.\n", encoding="utf-8")
+    proc = run_cli("nmt.evaluate", checkpoint, "--src", src, "--ref", ref, "--beam", "2", "--precision", "int8", "--json")
+    assert proc.returncode == 0, explain(proc)
+    row = json.loads(proc.stdout)
+    assert row["precision"] == "int8" and row["sentences"] == 2 and math.isfinite(row["bleu"])
+
+
+def test_the_server_engine_decodes_in_int8(checkpoint):
+    from nmt.serve.engines import TorchEngine
+
+    engine = TorchEngine(str(checkpoint), "auto", "int8", threads=1)
+    out = engine.translate(SENTENCES, beam=2, n_best=1, attention=False)
+    assert engine.info["precision"] == "int8" and len(out) == len(SENTENCES)
