@@ -1,5 +1,6 @@
 """Opt-in bf16 decoding (``precision="bf16"``, ``--precision bf16``): every attention mode and score
-decodes under bf16 autocast to valid translations with finite fp32 scores; fp32 stays the default."""
+decodes under bf16 autocast to valid translations with finite fp32 scores; fp32 stays the default. The CLIs' int8
+runs too (its values: tests/test_int8.py)."""
 
 from __future__ import annotations
 
@@ -99,21 +100,23 @@ def checkpoint(hsk_cfg, hsk_tokenizer, tmp_path_factory):
     return path
 
 
-def test_translate_cli_bf16_prints_one_line_per_input(checkpoint, run_cli, explain):
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+def test_translate_cli_prints_one_line_per_input(checkpoint, run_cli, explain, precision):
     text = [s for s in SENTENCES if s] + ["谢谢你！"]
-    proc = run_cli("nmt.translate", checkpoint, "--precision", "bf16", "--beam", "2", "--device", "cpu", *text)
+    proc = run_cli("nmt.translate", checkpoint, "--precision", precision, "--beam", "2", "--device", "cpu", *text)
     assert proc.returncode == 0, explain(proc)
     assert len(proc.stdout.splitlines()) == len(text), explain(proc)
 
 
-def test_evaluate_cli_bf16_reports_its_precision(checkpoint, run_cli, explain, tmp_path):
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+def test_evaluate_cli_reports_its_precision(checkpoint, run_cli, explain, tmp_path, precision):
     src, ref = tmp_path / "dev.zh", tmp_path / "dev.en"
     src.write_text("老师，您好！\n图书馆在学校里边。\n", encoding="utf-8")
     ref.write_text("Hello, teacher!\nThe library is inside the school.\n", encoding="utf-8")
-    proc = run_cli("nmt.evaluate", checkpoint, "--src", src, "--ref", ref, "--beam", "2", "--precision", "bf16", "--json")
+    proc = run_cli("nmt.evaluate", checkpoint, "--src", src, "--ref", ref, "--beam", "2", "--precision", precision, "--json")
     assert proc.returncode == 0, explain(proc)
     row = json.loads(proc.stdout)
-    assert row["precision"] == "bf16" and row["sentences"] == 2 and math.isfinite(row["bleu"])
+    assert row["precision"] == precision and row["sentences"] == 2 and math.isfinite(row["bleu"])
 
 
 @pytest.mark.parametrize("tool", ["translate", "evaluate"])

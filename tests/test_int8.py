@@ -4,7 +4,6 @@ int8's rounding of fp32 for every score and mode, and every entry point decodes 
 from __future__ import annotations
 
 import gc
-import json
 import math
 
 import pytest
@@ -87,20 +86,6 @@ def test_the_python_api_translates_in_int8_close_to_fp32(checkpoint):
         assert abs(x.nbest[0].score - y.nbest[0].score) < 0.1  # the best hypothesis' log-probability per token
     att = int8.translate(SENTENCES[:1], beam=2, attention=True)[0].attention
     assert att is not None and att.weights.shape[1] == len(att.src_pieces)
-
-
-def test_translate_and_evaluate_clis_decode_in_int8(checkpoint, run_cli, explain, tmp_path):
-    text = [s for s in SENTENCES if s]
-    proc = run_cli("nmt.translate", checkpoint, "--precision", "int8", "--beam", "2", *text)
-    assert proc.returncode == 0, explain(proc)
-    assert len(proc.stdout.splitlines()) == len(text), explain(proc)
-    src, ref = tmp_path / "dev.zh", tmp_path / "dev.en"
-    src.write_text("老师，您好！\n图书馆在学校里边。\n", encoding="utf-8")
-    ref.write_text("Hello, teacher!\nThe library is inside the school.\n", encoding="utf-8")
-    proc = run_cli("nmt.evaluate", checkpoint, "--src", src, "--ref", ref, "--beam", "2", "--precision", "int8", "--json")
-    assert proc.returncode == 0, explain(proc)
-    row = json.loads(proc.stdout)
-    assert row["precision"] == "int8" and row["sentences"] == 2 and math.isfinite(row["bleu"])
 
 
 def test_the_server_engine_decodes_in_int8(checkpoint):
