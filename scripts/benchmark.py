@@ -135,9 +135,23 @@ def training_speed(model: Seq2Seq, cfg: DictConfig, batches: Sequence[Batch], wa
     }
 
 
+def decode_batch(spec: str, beam: int) -> dict:
+    """``translate``'s batch settings for a batch spec as the peers' harness names them (BENCH_DECODE_BATCH):
+    ``default`` (ours: 8,000 source tokens × beam), ``tokens:N`` (N source tokens, whatever the beam) or
+    ``sents:N`` (N sentences)."""
+    kind, _, n = spec.partition(":")
+    if spec == "default":
+        return {}
+    if kind not in ("tokens", "sents") or not n.isdigit() or int(n) < 1:
+        raise ValueError(f"decode batch {spec!r}: default, tokens:N or sents:N")
+    if kind == "tokens":
+        return {"batch_tokens": int(n) * beam, "batch_sentences": 100_000}
+    return {"batch_tokens": 10**9, "batch_sentences": int(n)}
+
+
 def decoding_speed(model: Seq2Seq, tok, cfg: DictConfig, dev_src: list[str], dev_tgt: list[str],
                    device: torch.device, runs: Sequence[tuple[str, int, str]] = DECODES,
-                   precisions: Optional[Sequence[str]] = None) -> dict:
+                   precisions: Optional[Sequence[str]] = None, batch: str = "default") -> dict:
     """Sentences/s and BLEU of ``model`` on the dev sentences, per (name, beam, stop rule) and decoding
     precision: fp32 under ``name`` (``beam5``), others under ``name_precision`` (``beam5_bf16``).
     ``precisions`` None: the config's training precision, under ``name`` (as scripts/gpu_check.py reads)."""
@@ -149,11 +163,12 @@ def decoding_speed(model: Seq2Seq, tok, cfg: DictConfig, dev_src: list[str], dev
         decoder = int8_model(model, cfg.model) if prec == "int8" else model  # int8: a quantized copy (nmt/int8.py)
         for name, beam, stop in runs:
             t0 = time.perf_counter()  # translation only (as the peers time theirs), not the scoring
-            hyps = translate_texts(decoder, tok, norm, dev_src, beam=beam, device=device, stop=stop, precision=prec)
+            hyps = translate_texts(decoder, tok, norm, dev_src, beam=beam, device=device, stop=stop, precision=prec,
+                                   **decode_batch(batch, beam))
             dt = time.perf_counter() - t0
             scores = score(hyps, [dev_tgt], cfg.data.tgt_lang)
             out[name + suffix] = {"sents_per_s": len(dev_src) / dt, "seconds": dt, "bleu": scores.bleu,
-                                  "chrf": scores.chrf, "precision": prec}
+                                  "chrf": scores.chrf, "precision": prec, "batch": batch}
     return out
 
 
@@ -170,10 +185,17 @@ def main() -> int:
                    help="decoding precision(s), comma-separated: fp32 (default; keys greedy, beam5, beam5_first), "
                         "bf16 (keys greedy_bf16, ...), bf16_output (greedy_bf16_output, ...), int8 (greedy_int8, ...; CPU): "
                         "e.g. fp32,int8")
+    p.add_argument("--decode-batch", default="default",
+                   help="decoding batches: default (8,000 source tokens × beam), tokens:N (N source tokens at any beam: "
+                        "the peers' harness's BENCH_DECODE_BATCH=tokens:N) or sents:N")
     p.add_argument("overrides", nargs="*", help="extra config overrides, key=value")
     args = p.parse_args()
     if any(d not in PRECISIONS for d in args.decode_precision):
         p.error(f"--decode-precision: each of {args.decode_precision} must be one of {', '.join(PRECISIONS)}")
+    try:
+        decode_batch(args.decode_batch, 1)
+    except ValueError as e:
+        p.error(f"--decode-batch: {e}")
 
     cfg = compose_config(args.config, args.overrides, args.data)
     tr = cfg.trainer
@@ -188,9 +210,14 @@ def main() -> int:
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, ops).to(device).train()
     rng = random.Random(tr.seed)
     batches: list = []
+    t0 = time.perf_counter()  # batch building, timed apart: the peers' harness times theirs inside its steps
     while len(batches) < args.warmup + args.steps:
         batches += epoch_batches(corpus.train, tr.batch_tokens, rng)
+    batching_s = (time.perf_counter() - t0) / len(batches)  # a batch's share
     train = training_speed(model, cfg, batches[: args.warmup + args.steps], args.warmup, device)
+    with_batching = train["seconds"] + batching_s * train["steps"]
+    train.update(batching_ms_per_step=1000 * batching_s,
+                 tgt_tok_per_s_with_batching=train["tgt_tok_per_s"] * train["seconds"] / with_batching)
     peak = matmul_peak_gflops() if device.type == "cpu" else float("nan")
     train.update(matmul_peak_gflops=peak, matmul_peak_fraction=train["model_gflops"] / peak)
     hardware = {**cpu_info(), "fp32_matmul_gflops": peak,
@@ -205,7 +232,8 @@ def main() -> int:
             dec_model, dec_tok, dec_cfg, _ = load_model(args.checkpoint, device)
         # beam5: our default stop rule (beam hypotheses finished); beam5_first: the peers' rule
         result["decode"] = decoding_speed(dec_model, dec_tok, dec_cfg, list(corpus.dev["src"]),
-                                          list(corpus.dev["tgt"]), device, precisions=args.decode_precision)
+                                          list(corpus.dev["tgt"]), device, precisions=args.decode_precision,
+                                          batch=args.decode_batch)
 
     t = result["train"]
     if args.json:
@@ -215,6 +243,7 @@ def main() -> int:
           f"matmul peak fp32 {hardware['fp32_matmul_gflops']:.0f}, bf16 {hardware['bf16_matmul_gflops']:.0f} GFLOP/s")
     print(f"{'train tgt tok/s':<28}{t['tgt_tok_per_s']:,.0f}   (src {t['src_tok_per_s']:,.0f}, "
           f"{t['sents_per_s']:,.0f} sents/s, {t['mean_batch_sents']:.0f} sents/batch)")
+    print(f"{'  with batch building':<28}{t['tgt_tok_per_s_with_batching']:,.0f}   ({t['batching_ms_per_step']:.2f} ms a step)")
     print(f"{'peak RSS':<28}{t['peak_rss_mb']:,.0f} MB")
     print(f"{'model FLOPs':<28}{t['flops_per_tgt_token'] / 1e6:.1f} MFLOP/tgt token, {t['model_gflops']:.0f} GFLOP/s "
           f"= {t['matmul_peak_fraction']:.0%} of the measured {t['matmul_peak_gflops']:.0f} GFLOP/s fp32 matmul peak")

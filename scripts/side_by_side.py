@@ -1,19 +1,29 @@
-"""Our bench-small against Joey NMT and OpenNMT-py, in one sitting, interleaved, with ratios.
+"""Our bench-small against Eole, OpenNMT-py and Joey NMT, like for like, in one sitting, with ratios.
 
-    python scripts/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --out outputs/side_by_side
-    python scripts/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --smoke      # ~15 minutes
-    python scripts/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --peers onmt --decode-precision fp32,bf16
+    python scripts/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --peers eole --json docs/results/side_by_side.json
+    python scripts/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --smoke --peers eole      # ~25 minutes
+    python scripts/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --peers onmt --decode-precision fp32,int8
 
-Each round: our 15-minute budget run (``nmt.train +experiment=bench_small``), then for each peer
-our throughput and decoding benchmark (``scripts/benchmark.py``, decoding the budget run's model)
-immediately followed by that peer's harness (``../shared/bench/peers/run.sh run_<peer>.sh``:
-throughput runs, its own 15-minute budget run, decoding). Machines drift, so ratios are taken
-between neighbouring runs; the table gives medians over rounds. Writes OUT/side_by_side.{json,md}.
+Each round: our 15-minute budget run (``nmt.train +experiment=bench_small``), then for each peer and each decoding
+batch setting (``--decode-batch``: ``default``, every side at its own default; ``tokens:8000``, every side at 8,000
+source tokens a batch) our throughput and decoding benchmark (``scripts/benchmark.py``, decoding the budget run's
+final weights) immediately followed by that peer's harness (``../shared/bench/peers/run.sh run_<peer>.sh`` with
+``BENCH_DECODE_BATCH`` set: throughput runs, its own 15-minute budget run, decoding). Like for like:
+
+- training in ``--train-precision`` (fp32) on our side, as the peers train; our rows in other decoding precisions
+  (``--decode-precision fp32,int8``) carry a suffix (``_int8``) and face the peers' fp32;
+- training tokens/s with our batch building inside the timing, as the harness times the peers';
+- decoding batches matched by ``tokens:N``: ours then hold N real source tokens a batch at every beam size, the
+  peers' N tokens as their toolkit counts them.
+
+Machines drift, so ratios are taken between neighbouring runs; the table gives medians over rounds. Writes
+OUT/side_by_side.{json,md} and, with ``--json``, a record (date, commit, command, CPU) for docs/results/.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -23,7 +33,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PEERS = {"joey": "Joey NMT", "onmt": "OpenNMT-py"}
+PEERS = {"eole": "Eole", "onmt": "OpenNMT-py", "joey": "Joey NMT"}
 SMOKE_ENV = {"BENCH_BUDGET_S": "60", "BENCH_TPUT_REPEATS": "1", "BENCH_TPUT_STEPS": "50", "BENCH_DECODE_REPEATS": "1"}
 
 
@@ -39,29 +49,36 @@ def ours_budget(args, folder: Path) -> dict:
     """Train for the budget, then score the best checkpoint on the dev split (the peers' test set)."""
     run_dir = folder / "ours_budget"
     run([sys.executable, "-m", "nmt.train", "+experiment=bench_small", "data=files", f"data.dir={args.data}",
-         f"trainer.max_minutes={args.budget_minutes}", "trainer.test_beam=0", f"hydra.run.dir={run_dir}"],
+         f"trainer.max_minutes={args.budget_minutes}", "trainer.test_beam=0", f"trainer.precision={args.train_precision}",
+         f"hydra.run.dir={run_dir}"],
         log=folder / "ours_budget.log")
     metrics = json.loads((run_dir / "metrics.json").read_text())
     return {"steps": metrics["steps"], "peak_rss_mb": metrics["peak_memory_mb"], "run_dir": str(run_dir)}
 
 
-def ours_bench(args, folder: Path, checkpoint: str, tag: str) -> dict:
-    out = folder / f"ours_{tag}.json"
+def tag(peer: str, batch: str) -> str:
+    return f"{peer}_{batch.replace(':', '')}"
+
+
+def ours_bench(args, folder: Path, checkpoint: str, peer: str, batch: str) -> dict:
+    out = folder / f"ours_{tag(peer, batch)}.json"
     steps = ["--steps", "50", "--warmup", "10"] if args.smoke else []
     run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--config", "bench_small", "--data", str(args.data),
-         "--checkpoint", checkpoint, "--json", str(out), "--decode-precision", args.decode_precision, *steps],
-        log=folder / f"ours_{tag}.log")
+         "--checkpoint", checkpoint, "--json", str(out), "--decode-precision", args.decode_precision,
+         "--decode-batch", batch, *steps, f"trainer.precision={args.train_precision}"],
+        log=folder / f"ours_{tag(peer, batch)}.log")
     return json.loads(out.read_text())
 
 
-def peer_bench(args, folder: Path, peer: str) -> dict:
+def peer_bench(args, folder: Path, peer: str, batch: str) -> dict:
     bench_out = Path(args.peer_out).expanduser()
-    env = {"BENCH_OUT": str(bench_out), "BENCH_SHARED_DATA": str(Path(args.data).resolve().parent)}
+    env = {"BENCH_OUT": str(bench_out), "BENCH_SHARED_DATA": str(Path(args.data).resolve().parent),
+           "BENCH_DECODE_BATCH": batch}
     if args.smoke:
         env.update(SMOKE_ENV)
-    run(["bash", str(Path(args.peers_dir) / "run.sh"), f"run_{peer}.sh"], env=env, log=folder / f"{peer}.log")
+    run(["bash", str(Path(args.peers_dir) / "run.sh"), f"run_{peer}.sh"], env=env, log=folder / f"{tag(peer, batch)}.log")
     result = json.loads((bench_out / "results" / f"{peer}.json").read_text())
-    (folder / f"{peer}.json").write_text(json.dumps(result, indent=1))
+    (folder / f"{tag(peer, batch)}.json").write_text(json.dumps(result, indent=1))
     return result
 
 
@@ -80,7 +97,8 @@ def decode_figures(greedy: dict, beam5: dict, first: dict, suffix: str = "") -> 
 
 def figures_ours(bench: dict, budget: dict, extra: list[str]) -> dict:
     d = bench["decode"]
-    out = {"train_tgt_tok_per_s": bench["train"]["tgt_tok_per_s"], "peak_rss_mb": bench["train"]["peak_rss_mb"],
+    # with our batch building inside the timing, as the harness times the peers' steps
+    out = {"train_tgt_tok_per_s": bench["train"]["tgt_tok_per_s_with_batching"], "peak_rss_mb": bench["train"]["peak_rss_mb"],
            "budget_steps": budget["steps"]}
     for s in ["", *(f"_{p}" for p in extra)]:
         out.update(decode_figures(d["greedy" + s], d["beam5" + s], d["beam5_first" + s], s))
@@ -97,8 +115,24 @@ def figures_peer(r: dict, extra: list[str]) -> dict:
     return out
 
 
+def table(med: dict, med_ratio: dict, keys: list[str]) -> str:
+    """Figures down, (peer, batch) pairs across: ours beside that peer, theirs, the ratio (medians over rounds)."""
+    head = ["figure (median)"]
+    for k in keys:
+        peer, batch = k.split("@")
+        head += [f"nmt ({batch})", f"{PEERS[peer]} ({batch})", "ratio"]
+    lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
+    for fig in med[keys[0]]["ours"]:
+        cells = []
+        for k in keys:
+            fmt = "{:,.2f}" if "bleu" in fig else "{:,.0f}"
+            cells += [fmt.format(med[k]["ours"][fig]), fmt.format(med[k]["theirs"][fig]), f"{med_ratio[k][fig]:.2f}×"]
+        lines.append(f"| {fig} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, required=True, help="the Tatoeba copy (train/dev.{zh,en})")
     p.add_argument("--peers", nargs="+", default=list(PEERS), choices=list(PEERS))
     p.add_argument("--rounds", type=int, default=1)
@@ -107,45 +141,55 @@ def main() -> int:
     p.add_argument("--peers-dir", default=str(ROOT.parent / "shared" / "bench" / "peers"))
     p.add_argument("--peer-out", default="~/.cache/nmt-peers/bench")
     p.add_argument("--out", type=Path, default=ROOT / "outputs" / "side_by_side")
+    p.add_argument("--json", type=Path, help="also write the round as a record here (docs/results/side_by_side*.json)")
+    p.add_argument("--train-precision", default="fp32", help="our training precision (default fp32, as the peers train)")
+    p.add_argument("--decode-batch", default="default,tokens:8000", type=lambda v: v.split(","),
+                   help="decoding batch settings, each run on both sides (default: default,tokens:8000)")
     p.add_argument("--decode-precision", default="fp32",
-                   help="our decoding precisions, comma-separated (scripts/benchmark.py's flag), e.g. fp32,bf16,bf16_output "
-                        "on a CPU with AMX/avx512_bf16: rows *_bf16 put ours in bf16 beside the peers' fp32")
+                   help="our decoding precisions, comma-separated (scripts/benchmark.py's flag), e.g. fp32,int8: "
+                        "rows *_int8 put ours in int8 beside the peers' fp32")
     args = p.parse_args()
     if not (Path(args.peers_dir) / "run.sh").is_file():  # before the budget run, not 20 minutes into the sitting
         p.error(f"--peers-dir {args.peers_dir}: no run.sh there (the peer harness, ../shared/bench/peers)")
     if args.smoke:
         args.budget_minutes = 1.0
-    rows: dict[str, list[dict]] = {"ours": [], **{peer: [] for peer in args.peers}}
-    ratios: dict[str, list[dict]] = {peer: [] for peer in args.peers}
+    keys = [f"{peer}@{batch}" for peer in args.peers for batch in args.decode_batch]
+    rows: dict[str, dict[str, list[dict]]] = {k: {"ours": [], "theirs": [], "ratio": []} for k in keys}
     t0 = time.perf_counter()
     for r in range(1, args.rounds + 1):
         folder = args.out / f"round{r}"
         folder.mkdir(parents=True, exist_ok=True)
         budget = ours_budget(args, folder)
-        for peer in args.peers:
-            # the final weights, as the peers score theirs: best.pt is chosen on the dev split, the peers' test set
-            last = str(Path(budget["run_dir"]) / "checkpoints" / "last.pt")
-            ours = figures_ours(ours_bench(args, folder, last, peer), budget, extra_precisions(args))
-            theirs = figures_peer(peer_bench(args, folder, peer), extra_precisions(args))
-            rows["ours"].append(ours)
-            rows[peer].append(theirs)
-            ratios[peer].append({k: ours[k] / theirs[k] if theirs[k] else float("nan") for k in ours})
-            print(json.dumps({"round": r, "peer": peer, "ours": ours, "theirs": theirs}), flush=True)
-    med = {name: {k: statistics.median(x[k] for x in xs) for k in xs[0]} for name, xs in rows.items() if xs}
-    med_ratio = {peer: {k: statistics.median(x[k] for x in xs) for k in xs[0]} for peer, xs in ratios.items()}
-    keys = list(med["ours"])
-    head = ["figure (median)", "nmt", *[PEERS[p] for p in args.peers], *[f"nmt / {PEERS[p]}" for p in args.peers]]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for k in keys:
-        cells = [f"{med[n][k]:,.2f}" if "bleu" in k else f"{med[n][k]:,.0f}" for n in ("ours", *args.peers)]
-        lines.append(f"| {k} | " + " | ".join(cells + [f"{med_ratio[p][k]:.2f}×" for p in args.peers]) + " |")
-    table = "\n".join(lines)
+        # the final weights, as the peers score theirs: best.pt is chosen on the dev split, the peers' test set
+        last = str(Path(budget["run_dir"]) / "checkpoints" / "last.pt")
+        for k in keys:
+            peer, batch = k.split("@")
+            ours = figures_ours(ours_bench(args, folder, last, peer, batch), budget, extra_precisions(args))
+            theirs = figures_peer(peer_bench(args, folder, peer, batch), extra_precisions(args))
+            rows[k]["ours"].append(ours)
+            rows[k]["theirs"].append(theirs)
+            rows[k]["ratio"].append({f: ours[f] / theirs[f] if theirs[f] else float("nan") for f in ours})
+            print(json.dumps({"round": r, "peer": peer, "batch": batch, "ours": ours, "theirs": theirs}), flush=True)
+    med = {k: {side: {f: statistics.median(x[f] for x in xs) for f in xs[0]} for side, xs in v.items()}
+           for k, v in rows.items()}
+    med_ratio = {k: v["ratio"] for k, v in med.items()}
+    text = table(med, med_ratio, keys)
     note = (f"\n{args.rounds} round(s), budget {args.budget_minutes:g} min{' (smoke settings)' if args.smoke else ''}, "
-            f"{(time.perf_counter() - t0) / 60:.0f} min in all.\n")
+            f"training in {args.train_precision}, {(time.perf_counter() - t0) / 60:.0f} min in all.\n")
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "side_by_side.md").write_text(table + "\n" + note)
-    (args.out / "side_by_side.json").write_text(json.dumps({"rows": rows, "median": med, "ratios": med_ratio}, indent=1))
-    print("\n" + table + note)
+    (args.out / "side_by_side.md").write_text(text + "\n" + note)
+    result = {"rows": rows, "median": med}
+    (args.out / "side_by_side.json").write_text(json.dumps(result, indent=1))
+    if args.json:
+        from nmt.device import cpu_info
+        from nmt.run_folder import git_commit
+
+        record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
+                  "command": sys.argv, "cpu": cpu_info(), "smoke": args.smoke, "budget_minutes": args.budget_minutes,
+                  "train_precision": args.train_precision, "decode_precision": args.decode_precision,
+                  "keys": keys, **result}
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    print("\n" + text + note)
     return 0
 
 

@@ -16,3 +16,35 @@ def test_missing_peer_harness_fails_before_any_run(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "--peers-dir" in proc.stderr and "no run.sh there" in proc.stderr
     assert not out.exists()  # nothing trained, nothing written
+
+
+def test_decoding_batches_match_the_peers_harness_settings():
+    """tokens:N holds N real source tokens a batch at any beam (translate counts source tokens × beam)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    from benchmark import decode_batch
+
+    assert decode_batch("default", 5) == {}
+    assert decode_batch("tokens:8000", 5) == {"batch_tokens": 40_000, "batch_sentences": 100_000}
+    assert decode_batch("tokens:8000", 1)["batch_tokens"] == 8000
+    assert decode_batch("sents:30", 5)["batch_sentences"] == 30
+    for bad in ("tokens:", "words:5", "sents:0"):
+        try:
+            decode_batch(bad, 5)
+        except ValueError as e:
+            assert bad in str(e)
+        else:
+            raise AssertionError(bad)
+
+
+def test_the_table_puts_each_peer_and_batch_setting_beside_ours():
+    sys.path.insert(0, str(SCRIPT.parent))
+    from side_by_side import table
+
+    figs = {"train_tgt_tok_per_s": 6000.0, "bleu_beam5": 24.5}
+    theirs = {"train_tgt_tok_per_s": 5000.0, "bleu_beam5": 15.0}
+    med = {"eole@default": {"ours": figs, "theirs": theirs, "ratio": {k: figs[k] / theirs[k] for k in figs}},
+           "eole@tokens:8000": {"ours": figs, "theirs": figs, "ratio": dict.fromkeys(figs, 1.0)}}
+    text = table(med, {k: v["ratio"] for k, v in med.items()}, list(med))
+    assert "| nmt (default) | Eole (default) | ratio | nmt (tokens:8000) | Eole (tokens:8000) | ratio |" in text
+    assert "| train_tgt_tok_per_s | 6,000 | 5,000 | 1.20× | 6,000 | 6,000 | 1.00× |" in text
+    assert "| bleu_beam5 | 24.50 | 15.00 | 1.63× |" in text
