@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, is_dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -54,6 +55,10 @@ class TokenizerConfig:
     byte_fallback: bool = False  # characters outside the vocabulary become UTF-8 byte pieces, not <unk>
     input_sentence_size: int = 1_000_000  # train on a seeded random sample of at most this many sentences per side
     cache_dir: Optional[str] = None  # trained models are cached here; None = $NMT_CACHE or ~/.cache/nmt
+    # your own sentencepiece models (.model files), used instead of training one; pad/unk/bos/eos must be 0/1/2/3.
+    # With tokenizer.joint=true, src_model serves both sides
+    src_model: Optional[str] = None
+    tgt_model: Optional[str] = None
 
 
 @dataclass
@@ -76,6 +81,9 @@ class ModelConfig:
     dropout: float = 0.2
     input_feeding: bool = True  # false: the fast path (one RNN call, attention as one batched matmul)
     init_range: float = 0.1  # parameters start uniform in [-init_range, init_range] (the paper's 0.1)
+    # none | decoder (W_s is the target embedding matrix, nmt/tied.py) | all (and the source embeddings too:
+    # tokenizer.joint=true, one vocabulary)
+    tie_embeddings: str = "none"
     attention: AttentionConfig = field(default_factory=AttentionConfig)
 
 
@@ -180,7 +188,16 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
     _validate_data(cfg.data)
     check_choices("tokenizer", cfg.tokenizer, model_type=("unigram", "bpe", "char", "word"))
     check_positive("tokenizer", cfg.tokenizer, ("src_vocab_size", "tgt_vocab_size"))
+    for key in ("src_model", "tgt_model"):
+        if (path := getattr(cfg.tokenizer, key)) and not Path(path).expanduser().is_file():
+            raise ConfigError(f"tokenizer.{key}={path}: no such file")
+    if cfg.tokenizer.tgt_model and cfg.tokenizer.joint:
+        raise ConfigError("tokenizer.tgt_model with tokenizer.joint=true: a joint vocabulary is one model, "
+                          "tokenizer.src_model")
     validate_model(cfg.model)
+    if cfg.model.tie_embeddings == "all" and not cfg.tokenizer.joint:
+        raise ConfigError("model.tie_embeddings=all shares the source and target embeddings: it needs one vocabulary, "
+                          "tokenizer.joint=true (or model.tie_embeddings=decoder)")
     _validate_trainer(cfg.trainer)
 
 
@@ -199,7 +216,7 @@ def _validate_data(d: DataConfig) -> None:
 
 def validate_model(m: ModelConfig) -> None:
     """The model's settings (also checked by ``build_model``, for models built without a run config)."""
-    check_choices("model", m, rnn_type=("lstm", "gru"))
+    check_choices("model", m, rnn_type=("lstm", "gru"), tie_embeddings=("none", "decoder", "all"))
     check_positive("model", m, ("emb_size", "hidden_size", "encoder_layers", "decoder_layers", "init_range"))
     if m.bidirectional and m.hidden_size % 2:
         raise ConfigError(f"model.hidden_size={m.hidden_size} must be even with model.bidirectional=true "

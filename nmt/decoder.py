@@ -92,7 +92,7 @@ class Decoder(nn.Module):
         return torch.cat(outs, 1), torch.cat(weights, 1), p_all
 
     def step(self, y_prev: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor,
-             weights: Optional[list] = None, table: Optional[torch.Tensor] = None, out: Optional[tuple] = None
+             weights: Optional[list] = None, table: Optional[torch.Tensor] = None, out: Optional[nn.Module] = None
              ) -> tuple[torch.Tensor, torch.Tensor, State, torch.Tensor, Optional[torch.Tensor]]:
         """One search step from y_prev (batch,), feed h̃_{t-1} (batch, 1, hidden), position (1,) t and ``step_weights()``
         (``table``, ``out``: see ``search_weights``, in eval mode): log-probabilities (batch, vocab), h̃_t (batch, 1,
@@ -105,7 +105,7 @@ class Decoder(nn.Module):
         feed, state, a, p = self.loop_step(x, feed, state, src, position, w)
         if w is not None:
             state = (torch.stack(state[0]), torch.stack(state[1]))
-        logits = self.out(feed) if out is None else nn.functional.linear(feed.to(out[0].dtype), *out)
+        logits = self.out(feed) if out is None else out(feed.to(torch.bfloat16))  # out: W_s in bf16 (bf16_output)
         logp = torch.log_softmax(logits.squeeze(1).float(), dim=-1)  # (batch, vocab)
         return logp, feed, state, a, p
 
@@ -113,7 +113,7 @@ class Decoder(nn.Module):
         """The per-layer [input; h] weights of the written-out LSTM step (None for GRU and RNN)."""
         return lstm_step.step_weights(self.rnn, self.embed.embedding_dim, self.input_feeding)
 
-    def search_weights(self, bf16_output: bool = False) -> tuple[Optional[list], Optional[torch.Tensor], Optional[tuple]]:
+    def search_weights(self, bf16_output: bool = False) -> tuple[Optional[list], Optional[torch.Tensor], Optional[nn.Module]]:
         """``step_weights()``, the embedding table through layer 0's projection and (bf16_output) W_s in bf16,
         computed once for the search steps (nmt/lstm_step.py: SearchWeights)."""
         return self.search_cache.get(self, bf16_output)

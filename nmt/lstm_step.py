@@ -9,6 +9,7 @@ cached until the weights change.
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Optional
 
 import torch
@@ -84,13 +85,13 @@ class SearchWeights:
         self.key: Optional[tuple] = None
         self.w: Optional[Weights] = None
         self.table: Optional[torch.Tensor] = None
-        self.out_bf16: Optional[tuple[torch.Tensor, torch.Tensor]] = None
+        self.out_bf16: Optional[nn.Module] = None
 
     def clear(self) -> None:
         self.key = None
 
     @torch.no_grad()
-    def get(self, decoder: Decoder, bf16_output: bool) -> tuple[Optional[Weights], Optional[torch.Tensor], Optional[tuple]]:
+    def get(self, decoder: Decoder, bf16_output: bool) -> tuple[Optional[Weights], Optional[torch.Tensor], Optional[nn.Module]]:
         key = tuple(p.data_ptr() for p in decoder.parameters())
         if self.key != key:
             w, table = decoder.step_weights(), None
@@ -99,5 +100,5 @@ class SearchWeights:
                     table = project_inputs(decoder.rnn, decoder.embed.weight, w)  # (vocab, 4H)
             self.key, self.w, self.table, self.out_bf16 = key, w, table, None
         if bf16_output and self.out_bf16 is None:
-            self.out_bf16 = (decoder.out.weight.bfloat16(), decoder.out.bias.bfloat16())
+            self.out_bf16 = copy.deepcopy(decoder.out).bfloat16()  # nn.Linear, or nmt.tied.TiedOutput
         return self.w, self.table, self.out_bf16 if bf16_output else None

@@ -9,10 +9,11 @@ import torch
 from torch import nn
 
 from nmt.attention import GATHER_ABOVE, LuongAttention
-from nmt.config import ModelConfig, validate_model
+from nmt.config import ConfigError, ModelConfig, validate_model
 from nmt.decoder import Decoder, Source, State
 from nmt.encoder import Encoder, HostLens
 from nmt.ops import Ops, fast_ops
+from nmt.tied import TiedOutput
 
 
 class Seq2Seq(nn.Module):
@@ -73,6 +74,13 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, ops: Optional[
     encoder = Encoder(src_vocab, cfg.emb_size, cfg.hidden_size, cfg.encoder_layers, cfg.bidirectional, cfg.rnn_type, cfg.dropout)
     decoder = Decoder(tgt_vocab, cfg.emb_size, cfg.hidden_size, cfg.decoder_layers, cfg.rnn_type, cfg.dropout,
                       cfg.input_feeding, attention, ops)
+    if cfg.tie_embeddings != "none":  # W_s = E, the target embeddings (nmt/tied.py)
+        decoder.out = TiedOutput(decoder.embed, cfg.hidden_size)
+    if cfg.tie_embeddings == "all":  # one embedding matrix for both sides: one vocabulary
+        if src_vocab != tgt_vocab:
+            raise ConfigError(f"model.tie_embeddings=all needs one vocabulary (tokenizer.joint=true), not {src_vocab} "
+                              f"source and {tgt_vocab} target pieces")
+        encoder.embed = decoder.embed
     model = Seq2Seq(encoder, decoder)
     for p in model.parameters():
         nn.init.uniform_(p, -cfg.init_range, cfg.init_range)

@@ -97,11 +97,35 @@ def _cached(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, cache: 
     return model
 
 
+def brought_model(cfg: TokenizerConfig, key: str) -> bytes:
+    """The sentencepiece model file of ``tokenizer.<key>`` (src_model, tgt_model), checked for the special ids the
+    model needs: a clear error, not a model that pads with a real piece."""
+    path = Path(getattr(cfg, key)).expanduser()
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"tokenizer.{key}={path}: cannot read it ({e.strerror})") from None
+    try:
+        sp = spm.SentencePieceProcessor(model_proto=data)
+    except RuntimeError:
+        raise ConfigError(f"tokenizer.{key}={path}: not a sentencepiece model") from None
+    found = {"pad_id": sp.pad_id(), "unk_id": sp.unk_id(), "bos_id": sp.bos_id(), "eos_id": sp.eos_id()}
+    want = {"pad_id": PAD, "unk_id": UNK, "bos_id": BOS, "eos_id": EOS}
+    if found != want:
+        given = " ".join(f"{k}={v}" for k, v in found.items())
+        raise ConfigError(f"tokenizer.{key}={path}: special ids {given}; nmt needs pad_id=0 unk_id=1 bos_id=2 eos_id=3 "
+                          "(train it with spm_train --pad_id=0 --unk_id=1 --bos_id=2 --eos_id=3)")
+    return data
+
+
 def load_or_train(cfg: TokenizerConfig, src_texts: Sequence[str], tgt_texts: Sequence[str], seed: int = 0) -> Tokenizer:
-    """Separate or joint sentencepiece models for a training split."""
+    """Separate or joint sentencepiece models for a training split: the user's own (tokenizer.src_model,
+    tokenizer.tgt_model) where given, trained (and cached) otherwise."""
     cache = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else cache_root() / "spm"
     if cfg.joint:
-        model = _cached(list(src_texts) + list(tgt_texts), cfg.src_vocab_size, cfg, cache, seed)
+        model = brought_model(cfg, "src_model") if cfg.src_model else \
+            _cached(list(src_texts) + list(tgt_texts), cfg.src_vocab_size, cfg, cache, seed)
         return Tokenizer(model, model)
-    return Tokenizer(_cached(src_texts, cfg.src_vocab_size, cfg, cache, seed),
-                     _cached(tgt_texts, cfg.tgt_vocab_size, cfg, cache, seed))
+    src = brought_model(cfg, "src_model") if cfg.src_model else _cached(src_texts, cfg.src_vocab_size, cfg, cache, seed)
+    tgt = brought_model(cfg, "tgt_model") if cfg.tgt_model else _cached(tgt_texts, cfg.tgt_vocab_size, cfg, cache, seed)
+    return Tokenizer(src, tgt)

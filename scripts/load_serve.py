@@ -151,10 +151,27 @@ def compare(run: str, sentences: list[str], beam: int, precision: str = "fp32") 
     from nmt.device import set_threads
 
     set_threads(0)
-    models, tok, cfg = load_models([run], torch.device("cpu"))
+    models, tok, cfg = load_models([run], torch.device("cpu"), precision)
     start = time.monotonic()
     translate_nbest(models, tok, src_normalizer(cfg.data), sentences, beam=beam, precision=precision)
     return len(sentences) / (time.monotonic() - start)
+
+
+def append_record(path: Path, url: str, report: dict) -> None:
+    """Append this run to the record at ``path`` (a JSON list): date, commit, command, CPU, the server's models."""
+    import datetime
+
+    from nmt.device import cpu_info
+    from nmt.run_folder import git_commit
+
+    try:
+        status, models = Client(url, 10.0, keep_alive=False).get("/models")
+    except OSError:
+        status, models = 0, None
+    runs = json.loads(path.read_text()) if path.exists() else []
+    runs.append({"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
+                 "command": sys.argv, "cpu": cpu_info(), "models": models if status == 200 else None, "report": report})
+    path.write_text(json.dumps(runs, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,9 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--malformed", type=int, default=0, help="bad requests mixed in")
     p.add_argument("--no-keep-alive", action="store_true", help="a new connection per request (default: one per client)")
     p.add_argument("--compare", metavar="RUN", help="also time nmt.translate on the sentences sent")
-    p.add_argument("--compare-precision", choices=("fp32", "bf16", "bf16_output"), default="fp32",
+    p.add_argument("--compare-precision", choices=("fp32", "bf16", "bf16_output", "int8"), default="fp32",
                    help="the precision of that nmt.translate run (match the server's --precision)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--record", type=Path, help="append the run to this JSON record (a list; date, commit, command, CPU, "
+                                               "the server's /models), e.g. docs/results/serve_load_int8.json")
     args = p.parse_args(argv)
     host = urlsplit(args.url).hostname
     if host not in LOOPBACK:
@@ -184,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         sps = compare(args.compare, sentences[: report["sentences"]], args.beam, args.compare_precision)
         report.update(translate_sentences_per_s=round(sps, 2), translate_precision=args.compare_precision,
                       ratio=round(report["sentences_per_s"] / sps, 3))
+    if args.record:
+        append_record(args.record, args.url.rstrip("/"), report)
     if args.json:
         print(json.dumps(report))
     else:

@@ -83,8 +83,8 @@ def test_bf16_output_decoding_projects_the_vocabulary_in_bf16_alone(hsk_cfg, hsk
         out = translate_nbest(model, hsk_tokenizer, str, SENTENCES, beam=beam, n_best=n_best, precision="bf16_output")
         assert_valid(out, n_best)
     assert set(dtypes) == {torch.float32}
-    weight, bias = model.decoder.search_weights(bf16_output=True)[2]  # what the bf16_output search steps read
-    assert weight.dtype == bias.dtype == torch.bfloat16 and torch.equal(weight, model.decoder.out.weight.bfloat16())
+    out = model.decoder.search_weights(bf16_output=True)[2]  # what the bf16_output search steps read
+    assert out.weight.dtype == out.bias.dtype == torch.bfloat16 and torch.equal(out.weight, model.decoder.out.weight.bfloat16())
     assert not model.training
     again = translate_nbest(model, hsk_tokenizer, str, SENTENCES, beam=3, precision="bf16_output")
     for a, b in zip(fp32, again):

@@ -141,3 +141,62 @@ def test_byte_fallback_keeps_characters_outside_the_vocabulary(tmp_path):
         if fallback:
             assert tok.decode_tgt(ids) == rare
             assert Tokenizer.from_state(tok.to_state()).decode_tgt(ids) == rare
+
+
+def write_spm(path: Path, texts: list[str], **ids) -> Path:
+    """A sentencepiece model trained here (sentencepiece's own default special ids unless ``ids`` are given)."""
+    import io
+
+    import sentencepiece as spm
+
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_writer=buf, vocab_size=2000, hard_vocab_limit=False,
+                                   character_coverage=0.98, minloglevel=2, **ids)
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def test_your_own_sentencepiece_models_are_used_as_they_are(tmp_path, english, hsk_corpus, monkeypatch):
+    forbid_training(monkeypatch)  # neither side trains
+    ids = dict(pad_id=0, unk_id=1, bos_id=2, eos_id=3)
+    src = write_spm(tmp_path / "src.model", list(hsk_corpus["train"]["src"])[:1500], **ids)
+    tgt = write_spm(tmp_path / "tgt.model", english, **ids)
+    tok = load_or_train(tok_cfg(src_model=str(src), tgt_model=str(tgt)), [], [])
+    assert tok.src_model == src.read_bytes() and tok.tgt_model == tgt.read_bytes()
+    joint = load_or_train(tok_cfg(src_model=str(tgt), joint=True), [], [])
+    assert joint.src is joint.tgt and joint.src_model == tgt.read_bytes()
+
+
+def test_a_model_with_other_special_ids_is_refused_by_name(tmp_path, english):
+    from nmt.config import ConfigError
+
+    theirs = write_spm(tmp_path / "default_ids.model", english)  # sentencepiece's defaults: unk 0, bos 1, eos 2, no pad
+    with pytest.raises(ConfigError, match=r"tokenizer.tgt_model=.*default_ids.model: special ids pad_id=-1 unk_id=0 "
+                                          r"bos_id=1 eos_id=2; nmt needs pad_id=0"):
+        load_or_train(tok_cfg(tgt_model=str(theirs)), english, english)
+    junk = tmp_path / "junk.model"
+    junk.write_bytes(b"not a model")
+    with pytest.raises(ConfigError, match="junk.model: not a sentencepiece model"):
+        load_or_train(tok_cfg(src_model=str(junk)), english, english)
+
+
+def test_missing_files_are_refused_before_any_data_is_read(tmp_path):
+    from nmt.config import ConfigError, TrainConfig, validate
+
+    cfg = OmegaConf.structured(TrainConfig)
+    cfg.tokenizer.src_model = str(tmp_path / "nowhere.model")
+    with pytest.raises(ConfigError, match=r"tokenizer.src_model=.*nowhere.model: no such file"):
+        validate(cfg)
+
+
+def test_the_prepared_corpus_follows_the_model_file_not_its_path(tmp_path, english):
+    """Replacing the file behind tokenizer.tgt_model gives another prepared-corpus cache key."""
+    from nmt.config import DataConfig
+    from nmt.data.prepare import _settings
+
+    ids = dict(pad_id=0, unk_id=1, bos_id=2, eos_id=3)
+    path = write_spm(tmp_path / "tgt.model", english, **ids)
+    cfg = tok_cfg(tgt_model=str(path))
+    before = _settings(DataConfig(), cfg, 0, None)
+    write_spm(path, english[:300], **ids)
+    assert _settings(DataConfig(), cfg, 0, None) != before

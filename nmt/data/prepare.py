@@ -53,6 +53,9 @@ def _settings(data: DataConfig, tok: TokenizerConfig, seed: int, tokenizer: Opti
     resuming with the checkpoint's sentencepiece models, not new ones."""
     d = {k: v for k, v in _plain(data).items() if k not in ("num_proc", "cache")}
     t = {k: v for k, v in _plain(tok).items() if k != "cache_dir"}
+    for key in ("src_model", "tgt_model"):  # a model the user brings: its content, not its path
+        if t.get(key):
+            t[key] = hashlib.sha256(Path(t[key]).expanduser().read_bytes()).hexdigest()
     fixed = hashlib.sha256(tokenizer.src_model + tokenizer.tgt_model).hexdigest() if tokenizer is not None else None
     return {"data": d, "tokenizer": t, "seed": seed, "fixed_tokenizer": fixed, "pipeline": PIPELINE,
             "sentencepiece": spm.__version__, "datasets": datasets.__version__}
