@@ -123,6 +123,9 @@ class TrainerConfig:
     keep_best: int = 1  # keep the K best validations as checkpoints/best*.pt (best.pt is the best)
     save_every: int = 0  # also write last.pt every N steps; 0 = at validations only
     resume: Optional[str] = None  # a checkpoint or run directory to continue from, or "auto" (this run dir's last.pt)
+    # a new run from a trained model's weights and sentencepiece models (fine-tuning): fresh optimizer, schedule,
+    # budget, any corpus (nmt/init_from.py)
+    init_from: Optional[str] = None
     reset_optimizer: bool = False  # on resume: fresh optimizer state
     reset_scheduler: bool = False  # on resume: fresh learning-rate schedule state
     reset_counters: bool = False  # on resume: step, epoch, best score, patience and data position from 0

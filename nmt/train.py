@@ -23,7 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
-from nmt import __version__, checkpoint, compiled_step, distributed, precision
+from nmt import __version__, checkpoint, compiled_step, distributed, init_from, precision
 from nmt.batching import Batch, Epoch, Pairs, epoch_batches, train_batches
 from nmt.budget import Budget, StopSignal, fmt_time
 from nmt.config import ConfigError, register, to_dict, validate
@@ -50,8 +50,9 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
     rank, world_size, device = setup(tr, run_dir)
     main, rng = rank == 0, random.Random(tr.seed)  # rng: batch order
     resumed = resume_state(tr.resume, run_dir)
-    cfg = merge_resumed_config(cfg, resumed) if resumed is not None else cfg
-    prepared = prepare_data(cfg, resumed, main)
+    start = init_from.start_state(tr) if resumed is None else None  # a resumed fine-tuning run continues itself
+    cfg = merge_resumed_config(cfg, resumed) if resumed is not None else init_from.adopt(cfg, start) if start else cfg
+    prepared = prepare_data(cfg, resumed or start, main)
     if resumed is None and (ckpt_dir / "last.pt").exists():
         raise ConfigError(f"{run_dir} already holds checkpoints: continue it with trainer.resume=auto, "
                           "or choose another hydra.run.dir")
@@ -59,6 +60,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
     epoch0 = epoch_batches(prepared.train, tr.batch_tokens, random.Random(0), tr.batch_sentences or 100_000)
     per_update = world_size * tr.accum_steps  # batches of the epoch list consumed by one update
     up = build_updater(cfg, prepared, epoch0, resumed, rank, world_size, per_update, device, run_dir)
+    if start is not None:  # every rank loads the same weights; the optimizer holds the parameters, not copies
+        up.model.load_state_dict(start["model"])
     if main:
         write_run_files(run_dir, prepared.tokenizer, prepared.report, world_size, device)
         adopt_best(resumed, ckpt_dir)
@@ -112,7 +115,8 @@ def setup(tr: DictConfig, run_dir: Path) -> tuple[int, int, torch.device]:
 
 
 def prepare_data(cfg: DictConfig, resumed: Optional[dict], main: bool) -> Prepared:
-    """Corpus and tokenizer (a resumed run keeps its own); rank 0 prepares, the others read its cache."""
+    """Corpus and tokenizer (a resumed run keeps its own, trainer.init_from takes its checkpoint's); rank 0 prepares,
+    the others read its cache."""
     if not main:
         distributed.barrier()
     tok = Tokenizer.from_state(resumed["tokenizer"]) if resumed is not None else None
