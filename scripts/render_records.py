@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from render_history import HISTORY
+
 REPO = Path(__file__).resolve().parents[1]
 RECORDS, DOCS = REPO / "docs" / "results", REPO / "docs"
 BLOCK = re.compile(r"(<!-- render: (\w+) -->\n)(.*?)(<!-- /render -->)", re.S)
@@ -119,8 +121,41 @@ def decode_precision() -> str:
     return "\n".join(out)
 
 
+
+def int8_matmul() -> str:
+    """scripts/benchmark_int8_matmul.py records: each kind of matmul against fp32 at decoding shapes."""
+    out = []
+    for path in sorted(RECORDS.glob("int8_matmul*.json")):
+        r = json.loads(path.read_text())
+        kinds = list(r["rows"][0]["ms"])
+        versions = ", ".join(f"{k} {v}" for k, v in r["versions"].items() if v)
+        out.append(f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}, {r['threads']} threads; "
+                   f"{versions}; ms a call, medians of {r['rounds']} alternating rounds, and speed against fp32):\n")
+        out += ["| rows × in → out | " + " | ".join(kinds) + " |", "| --- |" + " ---: |" * len(kinds)]
+        for x in r["rows"]:
+            cells = [f"{x['ms'][k]:.3f} ({x['vs_fp32'][k]:.2f}×)" for k in kinds]
+            out.append(f"| {x['rows']:,} × {x['in']} → {x['out']:,} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def serve_load() -> str:
+    """scripts/load_serve.py --record records: the server under load, per decoding precision, runs in their order."""
+    rows = ["| record | run | server precision | clients, beam | sentences/s | p50 / p95 ms | errors |",
+            "| --- | --- | --- | --- | ---: | --- | ---: |"]
+    for path in sorted(RECORDS.glob("serve_load*.json")):
+        for i, run in enumerate(json.loads(path.read_text()), 1):
+            rep, models = run["report"], run["models"] or [{}]
+            rows.append(f"| `{path.name}` ({run['date'][:16].replace('T', ' ')}, {run['commit'][:7]}) | {i} | "
+                        f"{models[0].get('precision', '?')} | {rep['clients']}, {rep['beam']} | {rep['sentences_per_s']:,.1f} | "
+                        f"{rep['p50_ms']:,.0f} / {rep['p95_ms']:,.0f} | {rep['errors']} |")
+    return "\n".join(rows) + "\n"
+
+
 RENDERERS: dict[str, Callable[[], str]] = {"soak": soak, "encoder_split": encoder_split, "bench": bench, "house": house,
-                                           "unchanged": unchanged, "decode_precision": decode_precision}
+                                           "unchanged": unchanged, "decode_precision": decode_precision,
+                                           "int8_matmul": int8_matmul, "serve_load": serve_load}
+RENDERERS.update(HISTORY)  # the transcribed figures (docs/results/history_*.json; scripts/render_history.py)
 
 
 def render(text: str, where: Path) -> str:
