@@ -1,5 +1,6 @@
 """Decoding precisions side by side on one trained model: BLEU and sentences/s per split, beam and batch size, the
-precisions alternating round by round in one process (the machine's speed drifts), written as a record.
+precisions alternating round by round (the machine's speed drifts), each pass in a process of its own, as a user
+runs one precision (fbgemm's int8 and oneDNN's fp32 kernels in one process slowed int8 to 0.8x), written as a record.
 
     python scripts/benchmark_decoding.py RUN --precisions fp32,int8 --json docs/results/decode_int8.json
     python scripts/benchmark_decoding.py RUN --precisions fp32,bf16_output,int8 --beams 1,5 --batch-sentences 1000,16
@@ -14,6 +15,7 @@ import argparse
 import datetime
 import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +33,24 @@ def csv(kind):
     return lambda v: [kind(x) for x in v.split(",")]
 
 
+def one_pass(args) -> dict:
+    """In this process: one precision's BLEU and seconds for every (split, beam, batch) after a warm-up."""
+    set_threads(args.threads)
+    t = Translator.load(args.model, "cpu", args.one)
+    data = load_corpus(t.config.data, need=tuple(args.splits), splits=tuple(args.splits))
+    sets = {s: (list(data[s]["src"]), list(data[s]["tgt"])) for s in args.splits}
+    t.translate(sets[args.splits[0]][0][:64], beam=max(args.beams))  # warm-up: caches, oneDNN primitives, packing
+    out = {"threads": torch.get_num_threads(), "runs": []}
+    for split, beam, n in [(s, b, n) for s in args.splits for b in args.beams for n in args.batch_sentences]:
+        src, ref = sets[split]
+        t0 = time.perf_counter()
+        hyps = t.translate(src, beam=beam, batch_sentences=n)
+        seconds = time.perf_counter() - t0
+        out["runs"].append({"split": split, "beam": beam, "batch_sentences": n, "sentences": len(src), "seconds": seconds,
+                            "bleu": score([h.text for h in hyps], [ref], t.tgt_lang).bleu})
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("model", help="run directory or checkpoint")
@@ -41,38 +61,33 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3, help="timed rounds, precisions alternating (default 3)")
     p.add_argument("--threads", type=int, default=0, help="intra-op threads (default: all cores)")
     p.add_argument("--json", type=Path, help="write the record here")
+    p.add_argument("--one", help=argparse.SUPPRESS)  # internal: one precision's pass, in a process of its own
     args = p.parse_args()
+    if args.one:
+        print(json.dumps(one_pass(args)))
+        return 0
     if bad := [x for x in args.precisions if x not in PRECISIONS]:
         p.error(f"--precisions: {', '.join(bad)} not in {', '.join(PRECISIONS)}")
-    set_threads(args.threads)
-    translators = {prec: Translator.load(args.model, "cpu", prec) for prec in args.precisions}
-    first = next(iter(translators.values()))
-    data = load_corpus(first.config.data, need=tuple(args.splits), splits=tuple(args.splits))
-    sets = {s: (list(data[s]["src"]), list(data[s]["tgt"])) for s in args.splits}
-    runs = [(s, b, n) for s in args.splits for b in args.beams for n in args.batch_sentences]
-    for t in translators.values():  # warm-up: caches, oneDNN primitives, packed weights
-        t.translate(sets[args.splits[0]][0][:64], beam=max(args.beams))
-    seconds: dict = {}
-    bleu: dict = {}
-    for r in range(args.rounds):
-        order = list(translators.items())
-        for prec, t in order if r % 2 == 0 else order[::-1]:
-            for split, beam, n in runs:
-                src, ref = sets[split]
-                t0 = time.perf_counter()
-                out = t.translate(src, beam=beam, batch_sentences=n)
-                seconds.setdefault(f"{prec}|{split}|{beam}|{n}", []).append(time.perf_counter() - t0)
-                bleu[f"{prec}|{split}|{beam}|{n}"] = score([x.text for x in out], [ref], t.tgt_lang).bleu
+    passes: dict[str, list[dict]] = {prec: [] for prec in args.precisions}
+    for r in range(args.rounds):  # each precision in a fresh process, as a user runs one: two libraries' thread
+        for prec in args.precisions if r % 2 == 0 else args.precisions[::-1]:  # pools in one process slow both
+            cmd = [sys.executable, __file__, str(args.model), "--one", prec, "--splits", ",".join(args.splits),
+                   "--beams", ",".join(map(str, args.beams)), "--batch-sentences", ",".join(map(str, args.batch_sentences)),
+                   "--threads", str(args.threads)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+                sys.exit(f"{prec} pass failed: {why}")
+            passes[prec].append(json.loads(proc.stdout.strip().splitlines()[-1]))
     rows = []
-    for key, times in seconds.items():
-        prec, split, beam, n = key.split("|")
-        sents = len(sets[split][0])
-        rows.append({"precision": prec, "split": split, "beam": int(beam), "batch_sentences": int(n),
-                     "sentences": sents, "bleu": bleu[key], "seconds": times,
-                     "sents_per_s": sents / statistics.median(times)})
+    for prec, ps in passes.items():
+        for i, run in enumerate(ps[0]["runs"]):
+            times = [q["runs"][i]["seconds"] for q in ps]
+            rows.append({"precision": prec, **{k: run[k] for k in ("split", "beam", "batch_sentences", "sentences", "bleu")},
+                         "seconds": times, "sents_per_s": run["sentences"] / statistics.median(times)})
     record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
-              "command": sys.argv, "model": str(args.model), "cpu": cpu_info(), "threads": torch.get_num_threads(),
-              "rounds": args.rounds, "rows": rows}
+              "command": sys.argv, "model": str(args.model), "cpu": cpu_info(),
+              "threads": passes[args.precisions[0]][0]["threads"], "rounds": args.rounds, "rows": rows}
     base = {(r["split"], r["beam"], r["batch_sentences"]): r for r in rows if r["precision"] == args.precisions[0]}
     for r in rows:
         b = base[(r["split"], r["beam"], r["batch_sentences"])]

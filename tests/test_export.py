@@ -128,8 +128,9 @@ def test_int8_export_translates_close_to_the_fp32_export(make_model, random_sour
     export_onnx(model, hsk_tokenizer, _cfg("local_p", 3), tmp_path / "fp32")
     export_onnx(model, hsk_tokenizer, _cfg("local_p", 3), tmp_path / "int8", int8=True)
     assert json.loads((tmp_path / "int8" / "meta.json").read_text())["int8"] is True
-    for name in ("encoder.onnx", "decoder_step.onnx"):
-        assert (tmp_path / "int8" / name).stat().st_size < 0.6 * (tmp_path / "fp32" / name).stat().st_size, name
+    size = {k: (tmp_path / k / "decoder_step.onnx").stat().st_size for k in ("fp32", "int8")}
+    assert size["int8"] < 0.6 * size["fp32"]  # the encoder stays fp32, as in nmt/int8.py
+    assert (tmp_path / "int8" / "encoder.onnx").read_bytes() == (tmp_path / "fp32" / "encoder.onnx").read_bytes()
     sources = random_sources(9, 1, 15, 40, seed=3)
     fp32, int8 = OnnxTranslator(tmp_path / "fp32").beam(sources, 4), OnnxTranslator(tmp_path / "int8").beam(sources, 4)
     same = sum(a[0][0] == b[0][0] for a, b in zip(fp32, int8))
