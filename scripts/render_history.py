@@ -375,3 +375,19 @@ HISTORY: dict[str, Callable[[], str]] = {
     "history_serve_batch_wait": history_serve_batch_wait, "history_serve_epyc_avx2": history_serve_epyc_avx2,
     "history_serve_epyc_avx512": history_serve_epyc_avx512,
 }
+
+
+def history_like_for_like() -> str:
+    """benchmarks.md, the first like-for-like sittings (issue 39's figures): every side at 8,000-token batches."""
+    r = _history("like_for_like")
+    o, e = r["onmt"], r["eole"]
+    lines = [_row("figure", "nmt", o["peer"], f"nmt / {o['peer'].split()[0]}"), "| --- | ---: | ---: | ---: |"]
+    lines += [_row(x["figure"], f"{x['nmt']:,}", f"{x['peer']:,}", f"{x['ratio_as_written']:.2f}×") for x in o["rows"]]
+    t, g, b = e["rows"]
+    lines += ["", _wrap(f"In a second sitting against {e['peer']} (same machine): training {t['nmt']:,} against "
+                        f"{t['peer']:,} target tokens/s ({t['ratio_as_written']:.2f}×), greedy {g['nmt']:,} against "
+                        f"{g['peer']:,} sentences/s, beam 5 {b['nmt']:,} against {b['peer']:,}.")]
+    return "\n".join(lines) + "\n"
+
+
+HISTORY["history_like_for_like"] = history_like_for_like
