@@ -152,9 +152,26 @@ def serve_load() -> str:
     return "\n".join(rows) + "\n"
 
 
+def side_by_side() -> str:
+    """scripts/side_by_side.py --json records: ours beside each peer at each decoding batch setting (medians)."""
+    from side_by_side import PEERS, table
+
+    out = []
+    for path in sorted(RECORDS.glob("side_by_side*.json")):
+        r = json.loads(path.read_text())
+        peers = ", ".join(sorted({PEERS[k.split("@")[0]] for k in r["keys"]}))
+        out.append(f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}; against {peers}; budget "
+                   f"{r['budget_minutes']:g} min{' (smoke)' if r['smoke'] else ''}; our training in {r['train_precision']}, "
+                   f"our decoding in {r['decode_precision']} (suffix `_int8`: ours in int8 beside the peer's fp32); "
+                   f"{len(r['rows'][r['keys'][0]]['ours'])} round(s), medians):\n")
+        out += [table(r["median"], {k: v["ratio"] for k, v in r["median"].items()}, r["keys"]), ""]
+    return "\n".join(out)
+
+
 RENDERERS: dict[str, Callable[[], str]] = {"soak": soak, "encoder_split": encoder_split, "bench": bench, "house": house,
                                            "unchanged": unchanged, "decode_precision": decode_precision,
-                                           "int8_matmul": int8_matmul, "serve_load": serve_load}
+                                           "int8_matmul": int8_matmul, "serve_load": serve_load,
+                                           "side_by_side": side_by_side}
 RENDERERS.update(HISTORY)  # the transcribed figures (docs/results/history_*.json; scripts/render_history.py)
 
 
