@@ -148,12 +148,10 @@ def test_failed_save_cleans_up_its_temporary_file(tmp_path, saved, monkeypatch):
 
 
 def test_average_of_two_different_checkpoints_is_their_mean(tmp_path, saved):
-    """scripts/average_checkpoints.py: every weight of the average of two different checkpoints is
-    the mean of theirs; the first one's config and tokenizer come along, its optimizer does not."""
-    import runpy
-    from pathlib import Path
+    """nmt.average: every weight of the average of two different checkpoints is the mean of theirs; the first
+    one's config and tokenizer come along, its optimizer does not."""
+    from nmt.average import average
 
-    average = runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "average_checkpoints.py"))["average"]
     run, _, _, state = saved
     torch.manual_seed(1)
     other = {**state, "model": {k: v + torch.randn_like(v) if v.is_floating_point() else v

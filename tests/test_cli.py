@@ -334,10 +334,13 @@ def test_ensemble_and_average_of_identical_checkpoints_translate_like_one(traine
     assert alone.returncode == 0 and ens.returncode == 0, explain(ens)
     assert ens.stdout == alone.stdout
     avg = tmp_path / "avg.pt"
-    proc = run_cli("scripts.average_checkpoints", "--out", avg, best, copy)
+    proc = run_cli("nmt.average", "--out", avg, best, copy)
     assert proc.returncode == 0, explain(proc)
     averaged = run_cli("nmt.translate", avg, *SENTENCES, "--beam", "2")
     assert averaged.stdout == alone.stdout
+    bad = run_cli("nmt.average", "--out", tmp_path / "bad.pt", best, tmp_path / "missing.pt")
+    assert bad.returncode == 1 and "nmt.average: error:" in bad.stderr and "missing.pt" in bad.stderr, explain(bad)
+    assert "Traceback" not in bad.stderr and not (tmp_path / "bad.pt").exists()
 
 
 def test_evaluate_several_sets_in_one_table(trained_run, run_cli, tmp_path, explain):

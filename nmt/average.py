@@ -1,7 +1,7 @@
 """Average the weights of several checkpoints into one (Junczys-Dowmunt et al.; fairseq, Marian).
 
-    python scripts/average_checkpoints.py --run outputs/<run> --last 5 --out outputs/<run>/checkpoints/avg.pt
-    python scripts/average_checkpoints.py --out avg.pt a.pt b.pt c.pt
+    python -m nmt.average --run outputs/<run> --last 5 --out outputs/<run>/checkpoints/avg.pt   # or nmt-average
+    python -m nmt.average --out avg.pt a.pt b.pt c.pt
 
 ``--last K`` takes the K newest ``checkpoints/step*.pt`` of a run (kept with
 ``trainer.keep_last=K``). The result translates like any checkpoint; it holds no optimizer state.
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         checkpoint.save(average(paths), args.out)
     except (checkpoint.CheckpointError, OSError) as e:
-        sys.exit(f"average_checkpoints: error: {e}")  # to stderr, exit status 1
+        sys.exit(f"nmt.average: error: {e}")  # to stderr, exit status 1
     print(f"averaged {len(paths)} checkpoints into {args.out}", file=sys.stderr)
     return 0
 
