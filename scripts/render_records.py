@@ -168,10 +168,24 @@ def side_by_side() -> str:
     return "\n".join(out)
 
 
+def profiles() -> str:
+    """scripts/profile_decoding.py records: the top ops of a warm decoding pass, side by side per record."""
+    records = [(p.name, json.loads(p.read_text())) for p in sorted(RECORDS.glob("profile_*.json"))]
+    out = []
+    for name, r in records:
+        out.append(f"`{name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}, {r['threads']} threads; "
+                   f"{r['precision']}, beam {r['beam']}, batches of {r['batch_sentences']:,} sentences, "
+                   f"{r['sentences']:,} sentences; {r['total_ms']:,.0f} ms of op time):\n")
+        out += ["| op | self ms | share | calls |", "| --- | ---: | ---: | ---: |"]
+        out += [f"| `{o['op']}` | {o['self_ms']:,.1f} | {o['share']:.1%} | {o['calls']:,} |" for o in r["ops"][:10]]
+        out.append("")
+    return "\n".join(out)
+
+
 RENDERERS: dict[str, Callable[[], str]] = {"soak": soak, "encoder_split": encoder_split, "bench": bench, "house": house,
                                            "unchanged": unchanged, "decode_precision": decode_precision,
                                            "int8_matmul": int8_matmul, "serve_load": serve_load,
-                                           "side_by_side": side_by_side}
+                                           "side_by_side": side_by_side, "profiles": profiles}
 RENDERERS.update(HISTORY)  # the transcribed figures (docs/results/history_*.json; scripts/render_history.py)
 
 

@@ -1,0 +1,70 @@
+"""Where a decoding pass spends its time: ``torch.profiler`` over one warm pass of a trained model, written as a
+record (the top ops by self CPU time, their share, calls), so profiles are data a later session can compare.
+
+    python scripts/profile_decoding.py RUN --beam 5 --json docs/results/profile_beam5_local_p.json
+    python scripts/profile_decoding.py RUN --beam 5 --precision int8 --batch-sentences 16
+
+Sentences: the run's dev split (``--split``), or the first ``--limit`` of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from nmt.data.corpus import load_corpus
+from nmt.device import PRECISIONS, cpu_info, set_threads
+from nmt.run_folder import git_commit
+from nmt.translator import Translator
+
+
+def top_ops(prof, rows: int) -> list[dict]:
+    """The ``rows`` ops with the most self CPU time: name, milliseconds, share of the pass, calls."""
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events)
+    events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+    return [{"op": e.key, "self_ms": e.self_cpu_time_total / 1000, "share": e.self_cpu_time_total / total, "calls": e.count}
+            for e in events[:rows]]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("model", help="run directory or checkpoint")
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    p.add_argument("--batch-sentences", type=int, default=1000)
+    p.add_argument("--split", default="dev")
+    p.add_argument("--limit", type=int, default=0, help="profile only the first N sentences (0: all)")
+    p.add_argument("--rows", type=int, default=20, help="ops in the record (default 20)")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--json", type=Path)
+    args = p.parse_args()
+    set_threads(args.threads)
+    t = Translator.load(args.model, "cpu", args.precision)
+    src = list(load_corpus(t.config.data, need=(args.split,), splits=(args.split,))[args.split]["src"])
+    src = src[: args.limit] if args.limit else src
+    t.translate(src[:64], beam=args.beam, batch_sentences=args.batch_sentences)  # warm-up
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t.translate(src, beam=args.beam, batch_sentences=args.batch_sentences)
+    ops = top_ops(prof, args.rows)
+    total_ms = sum(e.self_cpu_time_total for e in prof.key_averages()) / 1000
+    for o in ops:
+        print(f"{o['op']:<36} {o['self_ms']:9.1f} ms  {o['share']:6.1%}  {o['calls']:>7} calls")
+    print(f"{'all ops':<36} {total_ms:9.1f} ms for {len(src)} sentences")
+    if args.json:
+        record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
+                  "command": sys.argv, "cpu": cpu_info(), "threads": torch.get_num_threads(), "model": str(args.model),
+                  "beam": args.beam, "precision": args.precision, "batch_sentences": args.batch_sentences,
+                  "sentences": len(src), "total_ms": total_ms, "ops": ops}
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
