@@ -43,6 +43,9 @@ class DataConfig:
     holdout: bool = False  # hub: carve dev/test (dev_size/test_size pairs, seeded) from train if the dataset lacks them
     num_proc: int = 0  # processes for cleaning and encoding; 0 = one per core for corpora over 50k pairs
     cache: bool = True  # reuse the cleaned and encoded corpus from $NMT_CACHE/data when corpus and settings match
+    # more dev sets, each a file prefix P (P.{src_lang} and P.{tgt_lang}, aligned lines): scored at every validation;
+    # early stopping and best.pt follow the dev split (nmt/validation.py)
+    extra_dev: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -206,6 +209,11 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
 
 def _validate_data(d: DataConfig) -> None:
     check_choices("data", d, source=("tatoeba", "hsk", "files", "hub"), format=("text", "tsv"))
+    for i, prefix in enumerate(d.extra_dev):
+        for lang in (d.src_lang, d.tgt_lang):
+            if not Path(f"{prefix}.{lang}").expanduser().is_file():
+                raise ConfigError(f"data.extra_dev[{i}]={prefix}: {prefix}.{lang} not found (a dev set is PREFIX.{d.src_lang} "
+                                  f"and PREFIX.{d.tgt_lang})")
     if d.source == "files" and not d.dir:
         raise ConfigError("data.source=files needs data.dir=/path/to/folder")
     if d.source == "hub" and not d.name:

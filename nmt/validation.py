@@ -15,6 +15,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from nmt import checkpoint
 from nmt.batching import Batch
+from nmt.data.text import DataError, read_lines
 from nmt.device import autocast
 from nmt.model import Seq2Seq
 from nmt.optim import Schedule
@@ -44,6 +45,20 @@ def rotate_checkpoints(snapshot: dict, ckpt_dir: Path, step: int, improved: bool
             old.unlink()
 
 
+def extra_dev_sets(data: DictConfig) -> dict[str, tuple[list[str], list[str]]]:
+    """``data.extra_dev``: name (the prefix's file name, numbered if two are alike) -> (sources, references)."""
+    sets: dict[str, tuple[list[str], list[str]]] = {}
+    for i, prefix in enumerate(data.extra_dev):
+        src_path, ref_path = (Path(f"{prefix}.{lang}").expanduser() for lang in (data.src_lang, data.tgt_lang))
+        src, ref = read_lines(src_path), read_lines(ref_path)
+        if len(src) != len(ref) or not src:
+            raise DataError(f"data.extra_dev[{i}]: {src_path} has {len(src)} lines, {ref_path} {len(ref)} "
+                            "(a dev set needs aligned, non-empty files)")
+        name = Path(prefix).name if Path(prefix).name not in sets else f"{Path(prefix).name}{i}"
+        sets[name] = (src, ref)
+    return sets
+
+
 class Validator:
     """Scores the dev set, keeps the best checkpoint, feeds the plateau schedule, says when to stop."""
 
@@ -56,6 +71,7 @@ class Validator:
         self.history: list[dict] = []
         self.images = self.tr.attention_images > 0
         self.translator = Translator(model, tok, cfg, device)  # decodes as nmt.translate does
+        self.extra = extra_dev_sets(cfg.data)  # name -> (sources, references): scored, not followed
 
     def __call__(self, state: TrainingState) -> bool:
         """Dev loss and BLEU, checkpoints, schedule and early stopping; True = stop training."""
@@ -66,6 +82,12 @@ class Validator:
         hyps = scores.hypotheses
         record = {"step": step, "epoch": state.epoch, "valid_loss": loss, "valid_ppl": math.exp(min(loss, 50)),
                   "valid_bleu": scores.bleu, "valid_chrf": scores.chrf}
+        for name, (src, ref) in self.extra.items():
+            with autocast(self.device, tr.precision):
+                other = self.translator.evaluate(src, [ref], beam=tr.valid_beam)
+            record.setdefault("extra", {})[name] = {"bleu": other.bleu, "chrf": other.chrf}
+            self.writer.add_scalar(f"valid_{name}/bleu", other.bleu, step)
+            self.writer.add_scalar(f"valid_{name}/chrf", other.chrf, step)
         self.history.append(record)
         for k in ("loss", "ppl", "bleu", "chrf"):
             self.writer.add_scalar(f"valid/{k}", record[f"valid_{k}"], step)
@@ -76,9 +98,10 @@ class Validator:
         state.bad_validations = 0 if better else state.bad_validations + 1
         self.schedule.on_validation(scores.bleu)
         rotate_checkpoints(self.snapshot(), self.ckpt_dir, step, improved, tr.keep_best, tr.keep_last)
-        log.info("valid step %d | loss %.3f | ppl %.2f | BLEU %.2f | chrF %.2f%s | %.1fs | e.g. %r", step, loss,
-                 record["valid_ppl"], scores.bleu, scores.chrf, " | new best" if improved else "", time.perf_counter() - t0,
-                 hyps[0] if hyps else "")
+        extra = "".join(f" | {n} BLEU {s['bleu']:.2f}" for n, s in record.get("extra", {}).items())
+        log.info("valid step %d | loss %.3f | ppl %.2f | BLEU %.2f | chrF %.2f%s%s | %.1fs | e.g. %r", step, loss,
+                 record["valid_ppl"], scores.bleu, scores.chrf, extra, " | new best" if improved else "",
+                 time.perf_counter() - t0, hyps[0] if hyps else "")
         self.attention_images(step, hyps)
         patience = tr.early_stopping_patience
         if stop := bool(patience) and state.bad_validations >= patience:

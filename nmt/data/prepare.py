@@ -51,7 +51,7 @@ class Prepared:
 def _settings(data: DataConfig, tok: TokenizerConfig, seed: int, tokenizer: Optional[Tokenizer]) -> dict:
     """Everything that changes the prepared output (not where it is cached or how many processes); ``tokenizer``:
     resuming with the checkpoint's sentencepiece models, not new ones."""
-    d = {k: v for k, v in _plain(data).items() if k not in ("num_proc", "cache")}
+    d = {k: v for k, v in _plain(data).items() if k not in ("num_proc", "cache", "extra_dev")}  # extra_dev: validation only
     t = {k: v for k, v in _plain(tok).items() if k != "cache_dir"}
     for key in ("src_model", "tgt_model"):  # a model the user brings: its content, not its path
         if t.get(key):
