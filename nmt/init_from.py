@@ -11,11 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from nmt import checkpoint
-from nmt.config import to_dict
-from nmt.run_folder import flatten
+from nmt.run_folder import merge_resumed_config
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +32,4 @@ def start_state(tr: DictConfig) -> Optional[dict]:
 
 def adopt(cfg: DictConfig, state: dict) -> DictConfig:
     """``cfg`` with the checkpoint's model and tokenizer settings; each one the new config set otherwise is warned."""
-    old, new = flatten(state["config"]), flatten(to_dict(cfg))
-    for key in sorted(k for k in set(old) | set(new) if k.split(".")[0] in ("model", "tokenizer")):
-        if old.get(key) != new.get(key):
-            log.warning("init_from: %s=%r is ignored: the checkpoint's %r is kept (its weights were trained with it)",
-                        key, new.get(key), old.get(key))
-    return OmegaConf.merge(cfg, {k: state["config"][k] for k in ("model", "tokenizer")})  # type: ignore[return-value]
+    return merge_resumed_config(cfg, state, who="init_from", others=False)

@@ -70,15 +70,14 @@ class Int8Ops(Ops):
         return q(x) + bias  # bias: (4H,), or layer 0's projected input (batch, 4H)
 
 
-def _swap(module: nn.Module, kinds: tuple[type, ...], qconfig: Any, skip: tuple[nn.Module, ...] = ()) -> None:
-    """Replace every submodule of exactly one of ``kinds`` (not in ``skip``) by its dynamic int8 counterpart."""
-    targets = {nn.Linear: nnqd.Linear}
+def _swap(module: nn.Module, skip: nn.Module) -> None:
+    """Replace every ``nn.Linear`` under ``module`` (not under ``skip``) by a dynamic int8 one, weights per channel."""
     for name, child in module.named_children():
-        if type(child) in kinds and child not in skip:
-            child.qconfig = qconfig
-            setattr(module, name, targets[type(child)].from_float(child))
-        elif child not in skip:
-            _swap(child, kinds, qconfig, skip)
+        if type(child) is nn.Linear:
+            child.qconfig = per_channel_dynamic_qconfig
+            setattr(module, name, nnqd.Linear.from_float(child))
+        elif child is not skip:
+            _swap(child, skip)
 
 
 def quantize(model: Seq2Seq) -> Seq2Seq:
@@ -91,7 +90,7 @@ def quantize(model: Seq2Seq) -> Seq2Seq:
         raise ValueError("precision int8 runs on the CPU only (PyTorch's quantized kernels): use device cpu")
     model.eval()
     with _quiet():
-        _swap(model.decoder, (nn.Linear,), per_channel_dynamic_qconfig, skip=(model.decoder.rnn,))
+        _swap(model.decoder, skip=model.decoder.rnn)
     return model
 
 

@@ -55,18 +55,20 @@ def resume_state(resume: Optional[str], run_dir: Path) -> Optional[dict]:
     return state
 
 
-def merge_resumed_config(cfg: DictConfig, state: dict) -> DictConfig:
+def merge_resumed_config(cfg: DictConfig, state: dict, who: str = "resume", others: bool = True) -> DictConfig:
     """Model and tokenizer settings come from the checkpoint (they define the weights); the rest
-    from the new config. Every difference is logged with the side that wins."""
+    from the new config. A model or tokenizer difference is warned; with ``others`` every other difference
+    is logged too (a resumed run; a fine-tuning run, trainer.init_from, expects them). ``who``: the log prefix."""
     old, new = flatten(state["config"]), flatten(to_dict(cfg))
+    hint = "; start a new run to change it" if who == "resume" else ""
     for key in sorted(set(old) | set(new)):
         if key.startswith("trainer.resume") or old.get(key) == new.get(key):
             continue
         if key.split(".")[0] in ("model", "tokenizer"):  # the weights were trained for these: said loudly
-            log.warning("resume: %s=%r is ignored: the checkpoint's %r is kept (its weights were trained with it; "
-                        "start a new run to change it)", key, new.get(key), old.get(key))
-        else:
-            log.info("resume: %s is %r in the checkpoint, %r now: the new config wins", key, old.get(key), new.get(key))
+            log.warning("%s: %s=%r is ignored: the checkpoint's %r is kept (its weights were trained with it%s)",
+                        who, key, new.get(key), old.get(key), hint)
+        elif others:
+            log.info("%s: %s is %r in the checkpoint, %r now: the new config wins", who, key, old.get(key), new.get(key))
     return OmegaConf.merge(cfg, {k: state["config"][k] for k in ("model", "tokenizer")})  # type: ignore[return-value]
 
 
