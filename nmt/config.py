@@ -96,7 +96,7 @@ class TrainerConfig:
     precision: str = "auto"  # auto (measured at start-up) | fp32 | bf16 | fp16 | bf16_output (W_s in bf16); nmt/precision.py
     seed: int = 42
     threads: int = 0  # CPU threads; 0 = the cores, shared among torchrun's local processes
-    compile: Optional[bool] = None  # torch.compile the decoder step; None = auto: on CUDA only (nmt/compiled_step.py)
+    compile: Optional[bool] = None  # torch.compile the decoder step; None = off (slower on an H100: nmt/compiled_step.py)
     batch_tokens: int = 1200  # token budget per batch (max of source and target pieces)
     batch_sentences: int = 0  # at most this many sentences per batch; 0 = only the token budget
     accum_steps: int = 1  # batches per update (gradient accumulation)

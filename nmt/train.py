@@ -23,7 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
-from nmt import __version__, checkpoint, compiled_step, distributed, init_from, precision
+from nmt import __version__, checkpoint, distributed, init_from, precision
 from nmt.batching import Batch, Epoch, Pairs, epoch_batches, train_batches
 from nmt.budget import Budget, StopSignal, fmt_time
 from nmt.config import ConfigError, register, to_dict, validate
@@ -141,7 +141,7 @@ def build_updater(cfg: DictConfig, prepared: Prepared, epoch0: Epoch, resumed: O
                   per_update: int, device: torch.device, run_dir: Path) -> Updater:
     """Model, optimizer, schedule, loss scaler and counters (from ``resumed`` if given); precision auto: timed on ``epoch0``."""
     tr, tok = cfg.trainer, prepared.tokenizer
-    compile_step = compiled_step.wanted(tr.compile, device, cfg.model.input_feeding)  # runs T times a batch: fusing pays
+    compile_step = bool(tr.compile)  # null is off: nmt/compiled_step.py says why
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, fast_ops(compile_step)).to(device)
     if resumed is not None and tr.precision == "auto":  # a resumed run keeps the precision it measured
         tr.precision = resumed["config"]["trainer"]["precision"]

@@ -28,7 +28,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from nmt import compiled_step, precision
+from nmt import precision
 from nmt.batching import Batch, epoch_batches
 from nmt.checkpoint import load_model
 from nmt.config import register, validate
@@ -206,7 +206,7 @@ def main() -> int:
     torch.manual_seed(tr.seed)
     corpus = prepare_corpus(cfg)
     tok = corpus.tokenizer
-    ops = fast_ops(compiled_step.wanted(tr.compile, device, cfg.model.input_feeding))  # as training builds it
+    ops = fast_ops(bool(tr.compile))  # as training builds it
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, ops).to(device).train()
     rng = random.Random(tr.seed)
     batches: list = []

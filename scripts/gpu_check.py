@@ -21,6 +21,7 @@ Without a GPU it stops with a message (``--smoke`` runs it on the CPU, small, to
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import random
 import subprocess
@@ -34,12 +35,15 @@ from typing import Optional
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import compose_config, decoding_speed, matmul_peak_gflops, prepare_corpus, training_speed  # noqa: E402
+from benchmark import _sync, compose_config, decoding_speed, matmul_peak_gflops, prepare_corpus, training_speed  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from nmt.batching import epoch_batches, make_batch  # noqa: E402
 from nmt.checkpoint import load_model  # noqa: E402
 from nmt.device import pick_device  # noqa: E402
 from nmt.model import build_model  # noqa: E402
+from nmt.ops import fast_ops  # noqa: E402
+from nmt.run_folder import git_commit  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 # full run / smoke: warm-up and measured steps, synthetic pairs, dev sentences decoded
@@ -107,18 +111,31 @@ def tests_verdict(tests: dict, on_gpu: bool) -> Optional[str]:
     return None
 
 
-def bench_small(precision: str, size: dict, device: torch.device, smoke: bool, checkpoint: str = "") -> dict:
-    """bench-small training speed in ``precision`` (and, with ``size['dev']``, decoding speed)."""
+def as_training_builds(cfg, src_vocab: int, tgt_vocab: int, device: torch.device):
+    """The model as nmt.train builds it: the training path's ops, the loop step compiled where trainer.compile
+    (auto: on CUDA) says so."""
+    compile_step = bool(cfg.trainer.compile)
+    return build_model(cfg.model, src_vocab, tgt_vocab, fast_ops(compile_step)).to(device).train(), compile_step
+
+
+def bench_small(precision: str, size: dict, device: torch.device, smoke: bool, checkpoint: str = "",
+                compile_: str = "null", profile_steps: int = 0) -> dict:
+    """bench-small training speed in ``precision`` (and, with ``size['dev']``, decoding speed; with
+    ``profile_steps``, a torch.profiler record of that many more training steps)."""
     cfg = compose_config("bench_small", [f"trainer.precision={precision}", f"trainer.device={device.type}",
-                                         *(SMOKE_DATA if smoke else [])])
+                                         f"trainer.compile={compile_}", *(SMOKE_DATA if smoke else [])])
     torch.manual_seed(cfg.trainer.seed)
     corpus = prepare_corpus(cfg)
     tok = corpus.tokenizer
-    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
+    model, compiled = as_training_builds(cfg, tok.src_vocab_size, tok.tgt_vocab_size, device)
     rng, batches = random.Random(cfg.trainer.seed), []
-    while len(batches) < size["warmup"] + size["steps"]:
+    while len(batches) < size["warmup"] + size["steps"] + profile_steps:
         batches += epoch_batches(corpus.train, cfg.trainer.batch_tokens, rng)
-    out = {"train": training_speed(model, cfg, batches[: size["warmup"] + size["steps"]], size["warmup"], device)}
+    out = {"train": {**training_speed(model, cfg, batches[: size["warmup"] + size["steps"]], size["warmup"], device),
+                     "compile": compiled}}
+    if profile_steps:
+        end = size["warmup"] + size["steps"]
+        out["profile"] = profile_training(model, cfg, batches[end: end + profile_steps], device)
     if size.get("decode"):
         dev = corpus.dev.select(range(min(size["dev"], len(corpus.dev))))
         dec_model, dec_tok, dec_cfg = (load_model(checkpoint, device)[:3] if checkpoint else (model, tok, cfg))
@@ -127,13 +144,36 @@ def bench_small(precision: str, size: dict, device: torch.device, smoke: bool, c
     return out
 
 
-def paper_model(size: dict, device: torch.device, smoke: bool) -> dict:
-    """The 4 × 1000 local-p model in bf16 on synthetic batches of 128 sentences (50K vocabularies)."""
-    cfg = compose_config("luong2015_wmt14", ["trainer.precision=bf16", f"trainer.device={device.type}",
-                                             *(SMOKE_PAPER if smoke else [])])
+def profile_training(model, cfg, batches: list, device: torch.device, rows: int = 12) -> dict:
+    """torch.profiler over ``batches`` of training: wall and device milliseconds a step (their ratio is how busy
+    the GPU is), kernel launches a step, and the ops with the most self CPU and self device time."""
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    _sync(device)
+    t0 = time.perf_counter()
+    with profile(activities=acts) as prof:
+        training_speed(model, cfg, batches, 0, device)
+    wall_ms = (time.perf_counter() - t0) * 1000 / len(batches)
+    events = list(prof.key_averages())
+    device_ms = sum(e.self_device_time_total for e in events) / 1000 / len(batches)
+    launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"))
+
+    def top(attr: str) -> list[dict]:
+        ranked = sorted((e for e in events if getattr(e, attr) > 0), key=lambda e: getattr(e, attr), reverse=True)
+        return [{"op": e.key, "ms_per_step": getattr(e, attr) / 1000 / len(batches), "calls_per_step": e.count / len(batches)}
+                for e in ranked[:rows]]
+
+    return {"steps": len(batches), "wall_ms_per_step": wall_ms, "device_ms_per_step": device_ms,
+            "device_busy": device_ms / wall_ms, "kernel_launches_per_step": launches / len(batches),
+            "top_cpu": top("self_cpu_time_total"), "top_device": top("self_device_time_total")}
+
+
+def paper_model(size: dict, device: torch.device, smoke: bool, compile_: str = "null", precision: str = "bf16") -> dict:
+    """The 4 × 1000 local-p model in ``precision`` on synthetic batches of 128 sentences (50K vocabularies)."""
+    cfg = compose_config("luong2015_wmt14", [f"trainer.precision={precision}", f"trainer.device={device.type}",
+                                             f"trainer.compile={compile_}", *(SMOKE_PAPER if smoke else [])])
     vocab = 500 if smoke else cfg.tokenizer.src_vocab_size
     torch.manual_seed(cfg.trainer.seed)
-    model = build_model(cfg.model, vocab, vocab).to(device).train()
+    model, compiled = as_training_builds(cfg, vocab, vocab, device)
     rng = random.Random(0)
     sents = cfg.trainer.batch_sentences
 
@@ -146,7 +186,8 @@ def paper_model(size: dict, device: torch.device, smoke: bool) -> dict:
         batches.append(make_batch(src, [pieces() for _ in range(sents)], range(sents)))
     train = training_speed(model, cfg, batches, size["paper_warmup"], device)
     peak = matmul_peak_gflops(torch.bfloat16, 256 if smoke else 8192, 2 if smoke else 20, device)
-    train.update(vocab=vocab, bf16_matmul_peak_gflops=peak, bf16_peak_fraction=train["model_gflops"] / peak)
+    train.update(vocab=vocab, bf16_matmul_peak_gflops=peak, bf16_peak_fraction=train["model_gflops"] / peak,
+                 compile=compiled)
     return train
 
 
@@ -154,7 +195,10 @@ def table(result: dict) -> str:
     rows = [("CUDA tests", result["tests"]["summary"] if result.get("tests") else "not run")]
     for p in ("fp32", "bf16"):
         t = result[f"bench_small_{p}"]["train"]
-        rows.append((f"bench-small train {p}", f"{t['tgt_tok_per_s']:,.0f} tgt tok/s ({t['mean_batch_sents']:.0f} sents/batch)"))
+        rows.append((f"bench-small train {p}", f"{t['tgt_tok_per_s']:,.0f} tgt tok/s ({t['mean_batch_sents']:.0f} sents/batch, "
+                                               f"compiled step: {t['compile']})"))
+    rows.append(("bench-small auto chose", result["bench_small_auto"]["train"]["precision"]))
+    rows.append(("paper 4x1000 train fp32", f"{result['paper_fp32']['tgt_tok_per_s']:,.0f} tgt tok/s"))
     t = result["paper_bf16"]
     mem = f"{t['peak_gpu_mb']:,.0f} MB" if t["peak_gpu_mb"] is not None else "n/a (CPU)"
     rows += [("paper 4x1000 train bf16", f"{t['tgt_tok_per_s']:,.0f} tgt tok/s, batch {t['mean_batch_sents']:.0f}, "
@@ -162,6 +206,10 @@ def table(result: dict) -> str:
              ("paper 4x1000 peak memory", mem),
              ("paper 4x1000 model FLOPs", f"{t['model_gflops']:,.0f} GFLOP/s = {t['bf16_peak_fraction']:.1%} of the "
                                           f"measured {t['bf16_matmul_peak_gflops']:,.0f} GFLOP/s bf16 matmul peak")]
+    if "profile" in result["bench_small_fp32"]:
+        f = result["bench_small_fp32"]["profile"]
+        rows.append(("bench-small fp32 profile", f"{f['wall_ms_per_step']:.1f} ms a step, device busy {f['device_busy']:.0%}, "
+                                                 f"{f['kernel_launches_per_step']:,.0f} kernel launches a step"))
     for name, d in result["bench_small_bf16"].get("decode", {}).items():
         rows.append((f"decode {name} (dev)", f"{d['sents_per_s']:,.0f} sents/s, BLEU {d['bleu']:.2f}"))
     width = max(len(k) for k, _ in rows) + 2
@@ -176,6 +224,10 @@ def main() -> int:
     p.add_argument("--tests-timeout", type=float, default=0,
                    help="seconds for pytest -m cuda (default: 3 × the test times in --json from an earlier run, + 120)")
     p.add_argument("--checkpoint", default="", help="decode this trained run instead of the benchmarked model")
+    p.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
+                   help="trainer.compile for the training figures (auto: as training decides)")
+    p.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                   help="also profile this many bench-small fp32 training steps (torch.profiler)")
     args = p.parse_args()
     if not torch.cuda.is_available() and not args.smoke:
         print("gpu_check: no CUDA GPU is visible, nothing measured (--smoke runs a small version on the CPU)",
@@ -184,7 +236,8 @@ def main() -> int:
     device = pick_device("auto" if torch.cuda.is_available() else "cpu")
     size = SIZES["smoke" if args.smoke else "full"]
     t0 = time.perf_counter()
-    result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+    result = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(), "command": sys.argv,
+              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
               "torch": torch.__version__, "smoke": args.smoke}
     if not args.skip_tests:
         timeout, why = (args.tests_timeout, "--tests-timeout") if args.tests_timeout else tests_timeout(Path(args.json))
@@ -193,9 +246,12 @@ def main() -> int:
         t = result["tests"]
         print(f"CUDA tests: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped of {t['tests']} "
               f"in {t['seconds']:.0f} s", flush=True)
-    result["bench_small_fp32"] = bench_small("fp32", size, device, args.smoke)
-    result["bench_small_bf16"] = bench_small("bf16", {**size, "decode": True}, device, args.smoke, args.checkpoint)
-    result["paper_bf16"] = paper_model(size, device, args.smoke)
+    comp = {"auto": "null", "on": "true", "off": "false"}[args.compile]
+    result["bench_small_fp32"] = bench_small("fp32", size, device, args.smoke, compile_=comp, profile_steps=args.profile)
+    result["bench_small_bf16"] = bench_small("bf16", {**size, "decode": True}, device, args.smoke, args.checkpoint, comp)
+    result["bench_small_auto"] = bench_small("auto", size, device, args.smoke, compile_=comp)
+    result["paper_bf16"] = paper_model(size, device, args.smoke, comp)
+    result["paper_fp32"] = paper_model(size, device, args.smoke, comp, "fp32")
     result["seconds"] = time.perf_counter() - t0
     print(table(result))
     print(f"{'total':<26}{result['seconds']:.0f} s on {result['device']}")

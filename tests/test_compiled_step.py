@@ -1,20 +1,8 @@
-"""When the decoder step is compiled: trainer.compile's auto rule (training falls back in test_train.py)."""
+"""The compiled decoder step, a construction argument (trainer.compile; training falls back in test_train.py)."""
 
 from __future__ import annotations
 
 import torch
-
-from nmt.compiled_step import wanted
-
-CPU, CUDA = torch.device("cpu"), torch.device("cuda")
-
-
-def test_auto_compiles_the_input_feeding_step_on_cuda_only():
-    """null (auto): on CUDA, where the step loop is launch-bound; never on the CPU (exactly as
-    before), nor for a decoder without input feeding (one RNN call, no step loop in training)."""
-    assert wanted(None, CUDA, input_feeding=True)
-    assert not wanted(None, CPU, True) and not wanted(None, CUDA, False)
-    assert wanted(True, CPU, True) and not wanted(False, CUDA, True)  # an explicit setting wins
 
 
 def test_the_compiled_step_is_a_construction_argument(make_model, random_sources):

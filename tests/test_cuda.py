@@ -1,6 +1,6 @@
 """The CUDA path, on a real GPU (every test here is marked ``cuda`` and skipped without one).
 
-Training in fp32, bf16 and fp16 (gradient scaler), the auto-compiled decoder step, resume,
+Training in fp32, bf16 and fp16 (gradient scaler), the compiled decoder step (trainer.compile=true), resume,
 greedy and beam search against the CPU on the same weights, two DDP ranks sharing one GPU
 (gloo, ``device_ids`` set) against one process, and GPU checkpoints on the CPU.
 ``scripts/gpu_check.py`` runs them before it measures.
@@ -57,15 +57,15 @@ def test_training_steps_on_the_gpu(digits_dir, tmp_path, precision):  # noqa: F8
         assert state["scaler"]["scale"] > 0  # the scaler ran and is saved for a resume
 
 
-def test_auto_compiles_the_step_on_the_gpu_and_trains_like_eager(digits_dir, tmp_path, caplog):  # noqa: F811
-    """trainer.compile=null compiles the input-feeding step on CUDA, with no eager fallback,
+def test_the_compiled_step_on_the_gpu_trains_like_eager(digits_dir, tmp_path, caplog):  # noqa: F811
+    """trainer.compile=true compiles the input-feeding step on CUDA, with no eager fallback,
     to the eager run's dev loss."""
     loss = {}
-    for setting in (False, None):
+    for setting in (False, True):
         metrics = train(gpu_cfg(digits_dir, compile=setting, max_steps=20, valid_every=20), tmp_path / str(setting))
         loss[setting] = metrics["history"][-1]["valid_loss"]
     assert not [r for r in caplog.records if "running it eagerly" in r.getMessage()]
-    assert loss[None] == pytest.approx(loss[False], rel=1e-2)
+    assert loss[True] == pytest.approx(loss[False], rel=1e-2)
 
 
 def test_resume_on_the_gpu_matches_an_uninterrupted_run(digits_dir, tmp_path, ieee_fp32):  # noqa: F811

@@ -96,3 +96,19 @@ def test_bf16_output_runs_only_the_output_projection_in_bf16(make_model, random_
     torch.testing.assert_close(logits.float(), fp32, atol=0.05, rtol=0.05)
     logits.float().sum().backward()
     assert model.decoder.out.weight.grad.dtype == torch.float32
+
+
+@pytest.mark.parametrize("ms, expected", [
+    ({"fp32": 100.0, "bf16_output": 101.0, "bf16": 99.0}, "bf16"),  # no slower: bf16 also halves the activations
+    ({"fp32": 60.0, "bf16_output": 90.0, "bf16": 100.0}, "fp32"),  # launch-bound small models time slower in bf16
+])
+def test_auto_on_a_gpu_times_the_passes_and_keeps_bf16_where_no_slower(native, make_model, monkeypatch, caplog, ms,
+                                                                      expected):
+    """On CUDA auto measures too (the step's time, synced), whatever the model's size; a GPU without bf16 is fp32."""
+    native(False, **ms)  # the CPU's flags play no part on a GPU
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    with caplog.at_level(logging.INFO, "nmt.precision"):
+        assert precision.choose(trainer(), make_model(), torch.device("cuda"), []) == expected
+    assert "a training pass takes fp32" in caplog.text
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert precision.choose(trainer(), make_model(), torch.device("cuda"), []) == "fp32"
