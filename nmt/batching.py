@@ -31,7 +31,11 @@ class Batch:
     def to(self, device: torch.device) -> Batch:
         """The model's tensors on ``device`` (not ``index``, ``host_lens``); to CUDA through pinned memory, not blocking."""
         cuda = device.type == "cuda"
-        return replace(self, **{name: (v.pin_memory() if cuda and not v.is_pinned() else v).to(device, non_blocking=cuda)
+
+        def pinned(v: torch.Tensor) -> torch.Tensor:  # only a host tensor can be pinned (a batch already there is moved as is)
+            return v.pin_memory() if cuda and v.device.type == "cpu" and not v.is_pinned() else v
+
+        return replace(self, **{name: pinned(v).to(device, non_blocking=cuda)
                                 for name in ("src", "src_lens", "tgt_in", "tgt_out") if (v := getattr(self, name)) is not None})
 
 

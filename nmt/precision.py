@@ -70,8 +70,8 @@ def step_ms(model: Seq2Seq, batches: Sequence[Batch], device: torch.device) -> d
     rng, total = torch.get_rng_state(), dict.fromkeys(CANDIDATES, 0.0)
     cuda_rng = torch.cuda.get_rng_state(device) if cuda else None
     for i, b in enumerate([batches[0], *batches]):  # the first pass warms up
+        b = b.to(device)
         for precision in CANDIDATES:
-            b = b.to(device)
             if cuda:
                 torch.cuda.synchronize(device)
             t = time.perf_counter()
