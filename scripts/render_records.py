@@ -182,7 +182,33 @@ def profiles() -> str:
     return "\n".join(out)
 
 
-RENDERERS: dict[str, Callable[[], str]] = {"soak": soak, "encoder_split": encoder_split, "bench": bench, "house": house,
+def gpu_check() -> str:
+    """scripts/gpu_check.py records: CUDA tests, training and decoding speed, and the training step's profile."""
+    rows = ["| record | CUDA tests | compiled step | bench-small fp32 / bf16 tgt tok/s | auto chose | "
+            "paper 4×1000 bf16 (fp32) tgt tok/s, peak MB, % of bf16 peak | bench-small fp32 step profiled | "
+            "greedy / beam 5 sent/s |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for path in sorted(RECORDS.glob("gpu_check*.json")):
+        r = json.loads(path.read_text())
+        fp32, bf16, paper = r["bench_small_fp32"], r["bench_small_bf16"], r["paper_bf16"]
+        tests = (f"{r['tests']['passed']} passed, {r['tests']['skipped']} skipped" if r.get("tests") else "not run")
+        auto = r["bench_small_auto"]["train"]["precision"] if "bench_small_auto" in r else "–"
+        paper_fp32 = f" ({r['paper_fp32']['tgt_tok_per_s']:,.0f})" if "paper_fp32" in r else ""
+        prof = fp32.get("profile")
+        prof = (f"{prof['wall_ms_per_step']:.0f} ms, GPU busy {prof['device_busy']:.0%}, "
+                f"{prof['kernel_launches_per_step']:,.0f} launches" if prof else "–")
+        dec = bf16.get("decode", {})
+        compiled = {True: "yes", False: "no"}.get(fp32["train"].get("compile"), "no (plain ops)")
+        rows.append(f"| `{path.name}` ({r['date'][:10]}, {r['commit'][:7]}) | {tests} | "
+                    f"{compiled} | {fp32['train']['tgt_tok_per_s']:,.0f} / "
+                    f"{bf16['train']['tgt_tok_per_s']:,.0f} | {auto} | {paper['tgt_tok_per_s']:,.0f}{paper_fp32}, "
+                    f"{paper['peak_gpu_mb']:,.0f}, {paper['bf16_peak_fraction']:.1%} | {prof} | "
+                    f"{dec['greedy']['sents_per_s']:,.0f} / {dec['beam5']['sents_per_s']:,.0f} |")
+    devices = sorted({json.loads(p.read_text())["gpu"] for p in RECORDS.glob("gpu_check*.json")})
+    return "\n".join(rows) + "\n\nOn " + "; ".join(devices) + ".\n"
+
+
+RENDERERS: dict[str, Callable[[], str]] = {"gpu_check": gpu_check,
+                                           "soak": soak, "encoder_split": encoder_split, "bench": bench, "house": house,
                                            "unchanged": unchanged, "decode_precision": decode_precision,
                                            "int8_matmul": int8_matmul, "serve_load": serve_load,
                                            "side_by_side": side_by_side, "profiles": profiles}
