@@ -1,4 +1,4 @@
-"""Typed configuration schema, mirrored by the YAML tree under ``configs/``: Hydra's ConfigStore rejects
+"""Typed configuration schema, mirrored by the YAML tree under ``nmt/configs/``: Hydra's ConfigStore rejects
 a misspelled key or a value of the wrong type; ``validate`` checks what a type cannot express."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ class ConfigError(ValueError):
 
 @dataclass
 class DataConfig:
-    source: str = "tatoeba"  # tatoeba (packaged, data/tatoeba) | hsk | files | hub
+    source: str = "tatoeba"  # tatoeba (packaged, nmt/data/tatoeba) | hsk | files | hub
     src_lang: str = "zh"
     tgt_lang: str = "en"
-    dir: Optional[str] = None  # files: folder with {train,dev,test}.{src_lang,tgt_lang}; tatoeba: None = data/tatoeba
+    dir: Optional[str] = None  # files: folder with {train,dev,test}.{src_lang,tgt_lang}; tatoeba: None = nmt/data/tatoeba
     name: Optional[str] = None  # hub: dataset name, or a local path saved with save_to_disk
     config: Optional[str] = None  # hub: dataset config, e.g. "zh-en"
     revision: Optional[str] = None  # hub: a branch or commit, e.g. "refs/convert/parquet"
@@ -46,6 +46,11 @@ class DataConfig:
     # more dev sets, each a file prefix P (P.{src_lang} and P.{tgt_lang}, aligned lines): scored at every validation;
     # early stopping and best.pt follow the dev split (nmt/validation.py)
     extra_dev: list[str] = field(default_factory=list)
+    # more training corpora mixed with this one by weight (nmt/data/mix.py): each a dict of the data settings that
+    # differ and its weight, e.g. [{source: files, dir: my_corpus, weight: 2}]; dev and test come from this corpus
+    mix: list[dict[str, Any]] = field(default_factory=list)
+    weight: float = 1.0  # this corpus's weight in the mix
+    mix_stop: str = "all_exhausted"  # all_exhausted (each corpus drawn whole at least once) | first_exhausted
 
 
 @dataclass
@@ -62,6 +67,10 @@ class TokenizerConfig:
     # With tokenizer.joint=true, src_model serves both sides
     src_model: Optional[str] = None
     tgt_model: Optional[str] = None
+    # subword regularization: > 0 samples each training pair's segmentation at batch time (nmt/sampling.py; unigram:
+    # the smoothing alpha, e.g. 0.1; bpe: the dropout probability); 0 = off. Not part of the prepared corpus's key
+    sample_alpha: float = 0.0
+    sample_nbest: int = -1  # unigram: sample among this many best segmentations; -1 = all
 
 
 @dataclass
@@ -147,7 +156,7 @@ MODES = ("global", "local_m", "local_p")
 
 
 def register() -> None:
-    """Store the schema so ``configs/train.yaml`` can extend it; ``${short:...}`` names a sweep's run folders."""
+    """Store the schema so ``nmt/configs/train.yaml`` can extend it; ``${short:...}`` names a sweep's run folders."""
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
     if not OmegaConf.has_resolver("short"):
         OmegaConf.register_new_resolver("short", short_name)
@@ -193,7 +202,13 @@ def validate(cfg: DictConfig | TrainConfig) -> None:
         raise ConfigError(f"{', '.join(unknown)}: no such setting (check the spelling; see nmt/config.py)")
     _validate_data(cfg.data)
     check_choices("tokenizer", cfg.tokenizer, model_type=("unigram", "bpe", "char", "word"))
-    check_positive("tokenizer", cfg.tokenizer, ("src_vocab_size", "tgt_vocab_size"))
+    check_positive("tokenizer", cfg.tokenizer, ("src_vocab_size", "tgt_vocab_size"), ("sample_alpha",))
+    if cfg.tokenizer.sample_alpha and cfg.tokenizer.model_type not in ("unigram", "bpe"):
+        raise ConfigError(f"tokenizer.sample_alpha={cfg.tokenizer.sample_alpha}: sentencepiece samples unigram and bpe "
+                          f"segmentations only, not tokenizer.model_type={cfg.tokenizer.model_type}")
+    if cfg.tokenizer.model_type == "bpe" and cfg.tokenizer.sample_alpha >= 1:
+        raise ConfigError(f"tokenizer.sample_alpha={cfg.tokenizer.sample_alpha}: with bpe it is a dropout probability, "
+                          "in [0, 1)")
     for key in ("src_model", "tgt_model"):
         if (path := getattr(cfg.tokenizer, key)) and not Path(path).expanduser().is_file():
             raise ConfigError(f"tokenizer.{key}={path}: no such file")
@@ -222,7 +237,11 @@ def _validate_data(d: DataConfig) -> None:
         check_choices("data", d, opencc=("t2s", "tw2s", "hk2s", "s2t"))
     if d.tsv_columns is not None and sorted(d.tsv_columns) != sorted([d.src_lang, d.tgt_lang]):
         raise ConfigError(f"data.tsv_columns={list(d.tsv_columns)} must name {d.src_lang} and {d.tgt_lang} once each")
-    check_positive("data", d, ("max_chars", "max_tokens"), ("max_ratio", "num_proc", "dev_size", "test_size"))
+    check_positive("data", d, ("max_chars", "max_tokens", "weight"), ("max_ratio", "num_proc", "dev_size", "test_size"))
+    if d.mix:
+        from nmt.data.mix import check_mix  # each entry is a whole data config, checked as this one is
+
+        check_mix(d, _validate_data)
 
 
 def validate_model(m: ModelConfig) -> None:

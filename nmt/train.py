@@ -23,7 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
-from nmt import __version__, checkpoint, distributed, init_from, precision
+from nmt import __version__, checkpoint, distributed, init_from, precision, sampling
 from nmt.batching import Batch, Epoch, Pairs, epoch_batches, train_batches
 from nmt.budget import Budget, StopSignal, fmt_time
 from nmt.config import ConfigError, register, to_dict, validate
@@ -71,7 +71,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
     log.info("training: %d updates per epoch (%d batch(es) each), budget %s%s", budget.steps_per_epoch, per_update,
              {k: tr[k] for k in ("max_steps", "max_epochs", "max_minutes") if tr[k]},
              f", {fmt_time(budget.used_before)} of training already used" if budget.used_before else "")
-    stop_reason = run_updates(up, validator, budget, prepared.train, rng, rank, device)
+    pairs = sampling.training_pairs(prepared, cfg.tokenizer, cfg.data.max_tokens, tr.seed)  # subword regularization
+    stop_reason = run_updates(up, validator, budget, pairs, rng, rank, device)
     budget.stop()
     train_seconds, seconds_here = budget.elapsed(), budget.here()
     if stop_reason and "received" in stop_reason:
@@ -280,7 +281,7 @@ def write_hparams(writer: SummaryWriter, cfg_dict: dict, metrics: dict) -> None:
 register()
 
 
-@hydra.main(version_base="1.3", config_path="../configs", config_name="train")
+@hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def main(cfg: DictConfig) -> Optional[float]:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:

@@ -58,7 +58,7 @@ def child(name: str, run_dir: Path, data: str, steps: int) -> None:
                     f"trainer.max_steps={steps}", f"trainer.valid_every={steps}", "trainer.test_beam=0",
                     "trainer.precision=fp32", f"hydra.run.dir={run_dir}", *overrides]
         try:
-            runpy.run_module("nmt.train", run_name="__main__")  # as python -m nmt.train (Hydra finds configs/ so)
+            runpy.run_module("nmt.train", run_name="__main__")  # as python -m nmt.train (Hydra finds nmt/configs/ so)
         except SystemExit as e:
             if e.code:
                 raise

@@ -45,7 +45,7 @@ from nmt.run_folder import git_commit
 from nmt.tokenizer import PAD
 from nmt.update import batch_loss
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(__file__).resolve().parent.parent / "nmt" / "configs"
 # beam5: our default stop rule (beam hypotheses finished); beam5_first: the peers' rule
 DECODES = (("greedy", 1, "full"), ("beam5", 5, "full"), ("beam5_first", 5, "first"))
 
@@ -174,7 +174,7 @@ def decoding_speed(model: Seq2Seq, tok, cfg: DictConfig, dev_src: list[str], dev
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", default="bench_small", help="experiment name under configs/experiment/")
+    p.add_argument("--config", default="bench_small", help="experiment name under nmt/configs/experiment/")
     p.add_argument("--data", help="folder with train/dev.{zh,en} (default: the packaged Tatoeba corpus)")
     p.add_argument("--json", help="write the figures here")
     p.add_argument("--steps", type=int, default=300)

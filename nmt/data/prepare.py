@@ -26,14 +26,17 @@ from nmt.batching import Pairs
 from nmt.cache import cache_root
 from nmt.config import DataConfig, TokenizerConfig
 from nmt.data.cache import fingerprint, map_cached, num_workers
+from nmt.data.clean import clean
 from nmt.data.corpus import clean_splits, load_raw
+from nmt.data.mix import entry_config, mix_train
 from nmt.data.text import DataError
 from nmt.tokenizer import Tokenizer, load_or_train
 
 log = logging.getLogger(__name__)
 
-PIPELINE = 2  # bump when the prepared output changes for the same settings
-FEATURES = datasets.Features({"src_ids": datasets.Sequence(datasets.Value("int32")),
+PIPELINE = 3  # bump when the prepared output changes for the same settings (3: the train text kept beside its ids)
+FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string"),
+                              "src_ids": datasets.Sequence(datasets.Value("int32")),
                               "tgt_ids": datasets.Sequence(datasets.Value("int32")),
                               "src_len": datasets.Value("int32"), "tgt_len": datasets.Value("int32")})
 
@@ -52,7 +55,7 @@ def _settings(data: DataConfig, tok: TokenizerConfig, seed: int, tokenizer: Opti
     """Everything that changes the prepared output (not where it is cached or how many processes); ``tokenizer``:
     resuming with the checkpoint's sentencepiece models, not new ones."""
     d = {k: v for k, v in _plain(data).items() if k not in ("num_proc", "cache", "extra_dev")}  # extra_dev: validation only
-    t = {k: v for k, v in _plain(tok).items() if k != "cache_dir"}
+    t = {k: v for k, v in _plain(tok).items() if k not in ("cache_dir", "sample_alpha", "sample_nbest")}  # batch time
     for key in ("src_model", "tgt_model"):  # a model the user brings: its content, not its path
         if t.get(key):
             t[key] = hashlib.sha256(Path(t[key]).expanduser().read_bytes()).hexdigest()
@@ -70,6 +73,9 @@ def prepare(data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer
     t0 = time.perf_counter()
     raw = load_raw(data)  # a missing split fails in clean_splits: it can have no cached corpus
     identity = {s: fingerprint(raw[s]) for s in ("train", "dev", "test") if s in raw}
+    mixed = _load_mix(data)
+    if mixed:
+        identity["mix"] = [fingerprint(d) for d in mixed]
 
     def folder_for(fixed: Optional[Tokenizer]) -> Path:
         blob = json.dumps([identity, _settings(data, tok_cfg, seed, fixed)], sort_keys=True, default=str)
@@ -88,11 +94,21 @@ def prepare(data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer
     report: dict = {}
     cleaned = clean_splits(raw, data, ("train", "dev"), report)
     train, dev, test = cleaned["train"], cleaned["dev"], cleaned.get("test")
+    if mixed:
+        extra = [clean(d, entry_config(data, i)[0], f"mix{i}", report) for i, d in enumerate(mixed)]
+        if empty := [i for i, d in enumerate(extra) if len(d) == 0]:
+            c = entry_config(data, empty[0])[0]
+            raise DataError(f"data.mix[{empty[0]}] ({c.source} {c.dir or c.name or ''}): no training pair is left after "
+                            f"cleaning (see its counts in the log)")
+        train = mix_train(train, extra, data)
+        report["train"]["mixed"] = len(train)
+        log.info("train: %d pairs drawn from %d corpora by weight (%s)", len(train), len(extra) + 1, data.mix_stop)
     if tokenizer is None:
         tokenizer = _train_tokenizer(train, tok_cfg, seed)
     log.info("vocabulary: %d source / %d target pieces", tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
     encoded = map_cached(train, _encode_batch, "train: encoding", num_workers(data, len(train)), batch_size=5000,
-                         key=json.dumps(settings, sort_keys=True), remove_columns=train.column_names, features=FEATURES,
+                         key=json.dumps(settings, sort_keys=True), features=FEATURES,
+                         remove_columns=[c for c in train.column_names if c not in ("src", "tgt")],
                          fn_kwargs={"src_model": tokenizer.src_model, "tgt_model": tokenizer.tgt_model})
     keep = np.flatnonzero(np.maximum(*(encoded.data.column(c).to_numpy() for c in ("src_len", "tgt_len"))) <= data.max_tokens)
     report["train"].update(too_many_pieces=int(len(encoded) - len(keep)), kept=int(len(keep)))
@@ -104,6 +120,17 @@ def prepare(data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer
     _write(folder, encoded, dev, test, tokenizer, report, settings, identity)
     out = _open(folder)
     log.info("prepared corpus: %s (%.1fs)", folder, time.perf_counter() - t0)
+    return out
+
+
+def _load_mix(data: DataConfig) -> list[datasets.Dataset]:
+    """The raw train split of each ``data.mix`` entry (nmt/data/mix.py)."""
+    out = []
+    for i in range(len(data.mix)):
+        split = load_raw(entry_config(data, i)[0])
+        if "train" not in split:
+            raise DataError(f"data.mix[{i}]={dict(data.mix[i])}: that corpus has no train split")
+        out.append(split["train"])
     return out
 
 
