@@ -19,6 +19,8 @@ import numpy as np
 import sentencepiece as spm
 
 from nmt.batching import Pairs
+from nmt.config import TokenizerConfig
+from nmt.data.prepare import Prepared
 from nmt.tokenizer import Tokenizer
 
 
@@ -43,7 +45,7 @@ class SampledRows:
         return sides[0], sides[1]
 
 
-def training_pairs(prepared, tok_cfg, max_tokens: int, seed: int) -> Pairs:
+def training_pairs(prepared: Prepared, tok_cfg: TokenizerConfig, max_tokens: int, seed: int) -> Pairs:
     """The pairs training draws its batches from: the prepared ids, or with ``sample_alpha`` sampled anew."""
     if not tok_cfg.sample_alpha:
         return prepared.train

@@ -207,7 +207,24 @@ def gpu_check() -> str:
     return "\n".join(rows) + "\n\nOn " + "; ".join(devices) + ".\n"
 
 
-RENDERERS: dict[str, Callable[[], str]] = {"gpu_check": gpu_check,
+def gap_ablation() -> str:
+    """scripts/ablate_gap.py records: our bench-small moved toward Eole one factor at a time, beside Eole's own run."""
+    out = []
+    for path in sorted(RECORDS.glob("gap_ablation*.json")):
+        r = json.loads(path.read_text())
+        base = r["rows"]["baseline"]
+        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}):", "",
+                "| variant | what moves toward the peer | updates | BLEU greedy | BLEU beam 5 | beam 5 − baseline |",
+                "| --- | --- | ---: | ---: | ---: | ---: |"]
+        out += [f"| {name} | {row['moves']} | {row['steps']:,} | {row['bleu_greedy']:.2f} | {row['bleu_beam5']:.2f} | "
+                f"{row['bleu_beam5'] - base['bleu_beam5']:+.2f} |" for name, row in r["rows"].items()]
+        peer = json.loads((RECORDS / "side_by_side_eole.json").read_text())["rows"]["eole@default"]["theirs"][0]
+        out += [f"| Eole 0.6.4 (`side_by_side_eole.json`) | the peer itself | {peer['budget_steps']:,} | "
+                f"{peer['bleu_greedy']:.2f} | {peer['bleu_beam5']:.2f} | {peer['bleu_beam5'] - base['bleu_beam5']:+.2f} |", ""]
+    return "\n".join(out)
+
+
+RENDERERS: dict[str, Callable[[], str]] = {"gpu_check": gpu_check, "gap_ablation": gap_ablation,
                                            "soak": soak, "encoder_split": encoder_split, "bench": bench, "house": house,
                                            "unchanged": unchanged, "decode_precision": decode_precision,
                                            "int8_matmul": int8_matmul, "serve_load": serve_load,

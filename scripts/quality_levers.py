@@ -1,0 +1,80 @@
+"""The free quality levers on the default corpus as a record: tied embeddings, subword regularization, averaging.
+
+    python scripts/quality_levers.py --minutes 7 --seeds 42 --json docs/results/quality_levers_7min.json
+
+Each variant trains the recipe (``+experiment=zh_en_local_p``, packaged Tatoeba) for ``--minutes`` per seed, one
+after another (nothing else may run: the budget is wall time), and scores its best checkpoint on the test split at
+beam 5, as every run does. The baseline also keeps its last five validations (``trainer.keep_last=5``), averaged by
+``nmt.average`` into one more row. The record (date, commit, command, CPU) is rewritten after every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VARIANTS = {"baseline": ["trainer.keep_last=5"], "tied": ["model.tie_embeddings=decoder"],
+            "sampling": ["tokenizer.sample_alpha=0.1"]}
+
+
+def run(cmd: list[str], log: Path) -> None:
+    print("$", " ".join(cmd), flush=True)
+    with open(log, "w") as out:
+        subprocess.run(cmd, cwd=ROOT, check=True, stdout=out, stderr=subprocess.STDOUT)
+
+
+def averaged(run_dir: Path) -> dict:
+    """The last five validations' weights averaged, scored on the test split at beam 5."""
+    from nmt.data.corpus import load_corpus
+    from nmt.translator import Translator
+
+    avg = run_dir / "checkpoints" / "avg_last5.pt"
+    run([sys.executable, "-m", "nmt.average", "--run", str(run_dir), "--last", "5", "--out", str(avg)],
+        run_dir / "average.log")
+    t = Translator.load(avg, "cpu")
+    test = load_corpus(t.config.data, need=("test",), splits=("test",))["test"]
+    s = t.evaluate(list(test["src"]), [list(test["tgt"])], beam=5)
+    return {"test_bleu": s.bleu, "test_chrf": s.chrf}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--recipe", default="zh_en_local_p")
+    p.add_argument("--minutes", type=float, default=7.0)
+    p.add_argument("--seeds", default="42")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--out", type=Path, default=Path("/tmp/quality_levers"))
+    p.add_argument("--json", type=Path)
+    args = p.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from nmt.device import cpu_info
+    from nmt.run_folder import git_commit
+
+    record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(), "command": sys.argv,
+              "cpu": cpu_info(), "recipe": args.recipe, "minutes": args.minutes, "rows": []}
+    for seed in args.seeds.split(","):
+        for name in args.variants.split(","):
+            out = args.out / f"{name}_s{seed}"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            overrides = [f"+experiment={args.recipe}", f"trainer.max_minutes={args.minutes}", f"trainer.seed={seed}",
+                         *VARIANTS[name], f"hydra.run.dir={out}"]
+            run([sys.executable, "-m", "nmt.train", *overrides], out.parent / f"{out.name}.log")
+            m = json.loads((out / "metrics.json").read_text())
+            row = {"variant": name, "seed": int(seed), "overrides": overrides, "steps": m["steps"],
+                   "best_valid_bleu": m["best_valid_bleu"], "test_bleu": m["test_bleu"], "test_chrf": m["test_chrf"]}
+            record["rows"].append(row)
+            if name == "baseline":
+                record["rows"].append({**row, "variant": "baseline+average5", **averaged(out)})
+            print({k: v for k, v in row.items() if k != "overrides"}, flush=True)
+            if args.json:
+                args.json.write_text(json.dumps(record, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
