@@ -15,7 +15,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from nmt import __version__, checkpoint
-from nmt.config import to_dict
+from nmt.config import TrainConfig, to_dict
 from nmt.optim import Schedule
 from nmt.tokenizer import Tokenizer
 from nmt.train_state import TrainingState
@@ -55,21 +55,37 @@ def resume_state(resume: Optional[str], run_dir: Path) -> Optional[dict]:
     return state
 
 
+# how batches are segmented, not what the weights are: the new config's value holds on resume and fine-tuning
+BATCH_TIME = ("tokenizer.sample_alpha", "tokenizer.sample_nbest")
+
+
 def merge_resumed_config(cfg: DictConfig, state: dict, who: str = "resume", others: bool = True) -> DictConfig:
     """Model and tokenizer settings come from the checkpoint (they define the weights); the rest
     from the new config. A model or tokenizer difference is warned; with ``others`` every other difference
-    is logged too (a resumed run; a fine-tuning run, trainer.init_from, expects them). ``who``: the log prefix."""
-    old, new = flatten(state["config"]), flatten(to_dict(cfg))
+    is logged too (a resumed run; a fine-tuning run, trainer.init_from, expects them). ``who``: the log prefix.
+    A key that an older checkpoint lacks is the schema's default: what its weights were trained with."""
+    kept = {section: _with_defaults(section, state["config"][section]) for section in ("model", "tokenizer")}
+    old, new = flatten({**state["config"], **kept}), flatten(to_dict(cfg))
     hint = "; start a new run to change it" if who == "resume" else ""
     for key in sorted(set(old) | set(new)):
         if key.startswith("trainer.resume") or old.get(key) == new.get(key):
             continue
-        if key.split(".")[0] in ("model", "tokenizer"):  # the weights were trained for these: said loudly
+        if key.split(".")[0] in ("model", "tokenizer") and key not in BATCH_TIME:  # the weights were trained for these
             log.warning("%s: %s=%r is ignored: the checkpoint's %r is kept (its weights were trained with it%s)",
                         who, key, new.get(key), old.get(key), hint)
-        elif others:
+        elif others or key in BATCH_TIME:
             log.info("%s: %s is %r in the checkpoint, %r now: the new config wins", who, key, old.get(key), new.get(key))
-    return OmegaConf.merge(cfg, {k: state["config"][k] for k in ("model", "tokenizer")})  # type: ignore[return-value]
+    merged = OmegaConf.merge(cfg, kept)
+    for key in BATCH_TIME:
+        OmegaConf.update(merged, key, OmegaConf.select(cfg, key))
+    return merged  # type: ignore[return-value]
+
+
+def _with_defaults(section: str, saved: dict) -> dict:
+    """A checkpoint's ``model`` or ``tokenizer`` settings over the schema's defaults (keys the schema no longer has
+    are dropped)."""
+    schema = OmegaConf.structured(TrainConfig)[section]
+    return to_dict(OmegaConf.merge(schema, {k: v for k, v in saved.items() if k in schema}))
 
 
 def restore(resumed: dict, tr: DictConfig, model: torch.nn.Module, opt: torch.optim.Optimizer, schedule: Schedule,

@@ -43,3 +43,27 @@ def test_a_missing_start_is_one_clear_line(digits_dir, tmp_path, run_cli, explai
                    f"trainer.init_from={tmp_path / 'nowhere'}", f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode != 0, explain(proc)
     assert "nowhere does not exist" in proc.stderr and "Traceback" not in proc.stderr, explain(proc)
+
+
+def test_an_older_checkpoint_without_newer_keys_keeps_their_defaults_and_batch_time_keys_follow_the_new_config(caplog):
+    """A checkpoint saved before model.tie_embeddings and tokenizer.sample_alpha existed was trained untied and
+    unsampled: its missing keys are the defaults (a new value is refused with the default named); sample_alpha is
+    how batches are segmented, not what the weights are, so the new config's value holds without a warning."""
+    import logging
+
+    from omegaconf import OmegaConf
+
+    from nmt.config import TrainConfig, to_dict
+    from nmt.run_folder import merge_resumed_config
+
+    saved = to_dict(OmegaConf.structured(TrainConfig))
+    for section, key in (("model", "tie_embeddings"), ("tokenizer", "sample_alpha"), ("tokenizer", "sample_nbest")):
+        del saved[section][key]
+    new = OmegaConf.structured(TrainConfig)
+    new.model.tie_embeddings, new.tokenizer.sample_alpha = "decoder", 0.1
+    with caplog.at_level(logging.INFO, "nmt.run_folder"):
+        merged = merge_resumed_config(new, {"config": saved}, who="init_from", others=False)
+    assert merged.model.tie_embeddings == "none" and merged.tokenizer.sample_alpha == 0.1
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == ["init_from: model.tie_embeddings='decoder' is ignored: the checkpoint's 'none' is kept "
+                      "(its weights were trained with it)"]
