@@ -224,7 +224,41 @@ def gap_ablation() -> str:
     return "\n".join(out)
 
 
-RENDERERS: dict[str, Callable[[], str]] = {"gpu_check": gpu_check, "gap_ablation": gap_ablation,
+def finetune() -> str:
+    """scripts/finetune_example.py records: a trained model on a new corpus before, fine-tuned, and from scratch."""
+    out = []
+    for path in sorted(RECORDS.glob("finetune_*.json")):
+        r = json.loads(path.read_text())
+        b = r["base_metrics"]
+        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}; base: the {r['recipe']} "
+                f"model after {b['steps']:,} updates, Tatoeba test BLEU {b['test_bleu']:.2f}):", "",
+                "| model | HSK test BLEU (beam 5) | chrF | updates on HSK |", "| --- | ---: | ---: | ---: |",
+                f"| base, as it is | {r['before']['test_bleu']:.2f} | {r['before']['test_chrf']:.2f} | 0 |"]
+        for name, label in (("finetuned", f"fine-tuned {r['minutes']:g} min"), ("scratch", f"from scratch {r['minutes']:g} min")):
+            x = r[name]
+            out.append(f"| {label} | {x['test_bleu']:.2f} | {x['test_chrf']:.2f} | {x['steps']:,} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def quality_levers() -> str:
+    """scripts/quality_levers.py records: a recipe with one lever pulled at a time, per seed."""
+    out = []
+    for path in sorted(RECORDS.glob("quality_levers*.json")):
+        r = json.loads(path.read_text())
+        base = {x["seed"]: x["test_bleu"] for x in r["rows"] if x["variant"] == "baseline"}
+        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}; {r['recipe']}, "
+                f"{r['minutes']:g} minutes a run):", "",
+                "| variant | seed | updates | best dev BLEU | test BLEU (beam 5) | chrF | test − baseline |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        out += [f"| {x['variant']} | {x['seed']} | {x['steps']:,} | {x['best_valid_bleu']:.2f} | {x['test_bleu']:.2f} | "
+                f"{x['test_chrf']:.2f} | {x['test_bleu'] - base[x['seed']]:+.2f} |" for x in r["rows"]]
+        out.append("")
+    return "\n".join(out)
+
+
+RENDERERS: dict[str, Callable[[], str]] = {"gpu_check": gpu_check, "gap_ablation": gap_ablation, "finetune": finetune,
+                                           "quality_levers": quality_levers,
                                            "soak": soak, "encoder_split": encoder_split, "bench": bench, "house": house,
                                            "unchanged": unchanged, "decode_precision": decode_precision,
                                            "int8_matmul": int8_matmul, "serve_load": serve_load,
