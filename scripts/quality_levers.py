@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = {"baseline": ["trainer.keep_last=5"], "tied": ["model.tie_embeddings=decoder"],
-            "sampling": ["tokenizer.sample_alpha=0.1"]}
+            "sampling": ["tokenizer.sample_alpha=0.1"], "sampling05": ["tokenizer.sample_alpha=0.5"]}
 
 
 def run(cmd: list[str], log: Path) -> None:
@@ -47,7 +47,7 @@ def main() -> int:
     p.add_argument("--recipe", default="zh_en_local_p")
     p.add_argument("--minutes", type=float, default=7.0)
     p.add_argument("--seeds", default="42")
-    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--variants", default="baseline,tied,sampling")
     p.add_argument("--out", type=Path, default=Path("/tmp/quality_levers"))
     p.add_argument("--json", type=Path)
     args = p.parse_args()

@@ -252,7 +252,7 @@ def quality_levers() -> str:
                 "| variant | seed | updates | best dev BLEU | test BLEU (beam 5) | chrF | test − baseline |",
                 "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         out += [f"| {x['variant']} | {x['seed']} | {x['steps']:,} | {x['best_valid_bleu']:.2f} | {x['test_bleu']:.2f} | "
-                f"{x['test_chrf']:.2f} | {x['test_bleu'] - base[x['seed']]:+.2f} |" for x in r["rows"]]
+                f"{x['test_chrf']:.2f} | {x['test_bleu'] - base.get(x['seed'], x['test_bleu']):+.2f} |" for x in r["rows"]]
         out.append("")
     return "\n".join(out)
 
