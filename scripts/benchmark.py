@@ -55,15 +55,15 @@ def matmul_peak_gflops(dtype: torch.dtype = torch.float32, n: int = 2048, repeat
     """Measured dense matmul throughput of ``device`` in ``dtype`` (n × n by n × n)."""
     a, b = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)
     a @ b
-    _sync(device)
+    sync_device(device)
     t = time.perf_counter()
     for _ in range(repeats):
         a @ b
-    _sync(device)
+    sync_device(device)
     return 2 * n**3 * repeats / (time.perf_counter() - t) / 1e9
 
 
-def _sync(device: torch.device) -> None:
+def sync_device(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -117,11 +117,11 @@ def training_speed(model: Seq2Seq, cfg: DictConfig, batches: Sequence[Batch], wa
     n_sents = sum(b.size for b in measured)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    _sync(device)
+    sync_device(device)
     t0 = time.perf_counter()
     for b in measured:
         step(b)
-    _sync(device)
+    sync_device(device)
     dt = time.perf_counter() - t0
     fpt = flops_per_token(model, n_src, n_tgt, n_src / n_sents)
     cuda = device.type == "cuda"

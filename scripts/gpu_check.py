@@ -35,7 +35,7 @@ from typing import Optional
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import _sync, compose_config, decoding_speed, matmul_peak_gflops, prepare_corpus, training_speed  # noqa: E402
+from benchmark import compose_config, decoding_speed, matmul_peak_gflops, prepare_corpus, sync_device, training_speed  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from nmt.batching import epoch_batches, make_batch  # noqa: E402
@@ -148,7 +148,7 @@ def profile_training(model, cfg, batches: list, device: torch.device, rows: int 
     """torch.profiler over ``batches`` of training: wall and device milliseconds a step (their ratio is how busy
     the GPU is), kernel launches a step, and the ops with the most self CPU and self device time."""
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    _sync(device)
+    sync_device(device)
     t0 = time.perf_counter()
     with profile(activities=acts) as prof:
         training_speed(model, cfg, batches, 0, device)

@@ -35,10 +35,9 @@ def entry_config(data: DataConfig, i: int) -> tuple[DataConfig, float]:
     return cfg, weight  # type: ignore[return-value]
 
 
-def mix_train(train: datasets.Dataset, extra: list[datasets.Dataset], data: DataConfig) -> datasets.Dataset:
-    """The cleaned train split of this corpus and of each mix entry, interleaved by weight."""
-    weights = [data.weight] + [entry_config(data, i)[1] for i in range(len(extra))]
-    parts = [d.select_columns(["src", "tgt"]) for d in [train, *extra]]
+def mix_train(trains: list[datasets.Dataset], weights: list[float], data: DataConfig) -> datasets.Dataset:
+    """The cleaned train splits (this corpus's, then each mix entry's), interleaved by their weights."""
+    parts = [d.select_columns(["src", "tgt"]) for d in trains]
     total = sum(weights)
     return datasets.interleave_datasets(parts, probabilities=[w / total for w in weights], seed=data.seed,
                                         stopping_strategy=data.mix_stop)

@@ -73,7 +73,8 @@ def prepare(data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer
     t0 = time.perf_counter()
     raw = load_raw(data)  # a missing split fails in clean_splits: it can have no cached corpus
     identity = {s: fingerprint(raw[s]) for s in ("train", "dev", "test") if s in raw}
-    mixed = _load_mix(data)
+    entries = [entry_config(data, i) for i in range(len(data.mix))]  # (DataConfig, weight) of each data.mix entry
+    mixed = _load_mix(data, entries)
     if mixed:
         identity["mix"] = [fingerprint(d) for d in mixed]
 
@@ -95,12 +96,12 @@ def prepare(data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer
     cleaned = clean_splits(raw, data, ("train", "dev"), report)
     train, dev, test = cleaned["train"], cleaned["dev"], cleaned.get("test")
     if mixed:
-        extra = [clean(d, entry_config(data, i)[0], f"mix{i}", report) for i, d in enumerate(mixed)]
+        extra = [clean(d, entries[i][0], f"mix{i}", report) for i, d in enumerate(mixed)]
         if empty := [i for i, d in enumerate(extra) if len(d) == 0]:
-            c = entry_config(data, empty[0])[0]
+            c = entries[empty[0]][0]
             raise DataError(f"data.mix[{empty[0]}] ({c.source} {c.dir or c.name or ''}): no training pair is left after "
                             f"cleaning (see its counts in the log)")
-        train = mix_train(train, extra, data)
+        train = mix_train([train, *extra], [data.weight] + [w for _, w in entries], data)
         report["train"]["mixed"] = len(train)
         log.info("train: %d pairs drawn from %d corpora by weight (%s)", len(train), len(extra) + 1, data.mix_stop)
     if tokenizer is None:
@@ -123,11 +124,11 @@ def prepare(data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer
     return out
 
 
-def _load_mix(data: DataConfig) -> list[datasets.Dataset]:
+def _load_mix(data: DataConfig, entries: list[tuple[DataConfig, float]]) -> list[datasets.Dataset]:
     """The raw train split of each ``data.mix`` entry (nmt/data/mix.py)."""
     out = []
-    for i in range(len(data.mix)):
-        split = load_raw(entry_config(data, i)[0])
+    for i, (cfg, _) in enumerate(entries):
+        split = load_raw(cfg)
         if "train" not in split:
             raise DataError(f"data.mix[{i}]={dict(data.mix[i])}: that corpus has no train split")
         out.append(split["train"])
