@@ -177,7 +177,8 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
 
     A sentence is done at its length limit or by the ``stop`` rule (``STOPS``; ``exact`` is exact as
     log-probabilities only fall, the length penalty is bounded at the limit and coverage is ≤ 0); done
-    sentences leave at host syncs, every ``sync_every`` steps (0: ``sync_interval``)."""
+    sentences ride along masked and leave at host syncs, every ``sync_every`` steps (0: ``sync_interval``),
+    once an eighth of them are done. Steps keep back-pointers; the hypotheses are read back at the end."""
     if stop not in STOPS:
         raise ValueError(f"stop must be one of {', '.join(STOPS)}, got {stop!r}")
     if beam == 1 and n_best == 1 and beta == 0.0:
@@ -186,7 +187,6 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
         raise ValueError(f"n_best={n_best} cannot exceed the beam size {beam}")
     n, dev, K = batch.size, batch.src.device, beam
     every = sync_every or sync_interval(dev)
-    stopped = torch.zeros(n, dtype=torch.bool, device=dev) if every > 1 else None  # (act,) done, not yet dropped
     stepper = Stepper(model, batch, bf16_output)
     # the first step has one live hypothesis per sentence: it runs on the sentences (kr = 1 row each), the
     # beam's K rows from the second step on (kr = K); a vocabulary under 2K wide takes K rows from the start
@@ -197,67 +197,88 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
     T = int(limit_all.max())
     positions = torch.arange(T + 1, device=dev, dtype=torch.float)
     fin_scores = torch.full((n, K), float("-inf"), device=dev)  # length-normalized, best first
-    fin_seqs = torch.full((n, K, T + 1), EOS, dtype=torch.long, device=dev)
+    fin_len = torch.zeros(n, K, dtype=torch.long, device=dev)  # tokens before the EOS
+    fin_last = torch.zeros(n, K, dtype=torch.long, device=dev)  # the beam the EOS extends
+    tokens = torch.full((T + 1, n, K), EOS, dtype=torch.long, device=dev)  # (step, n, K) back-pointers:
+    parents = torch.zeros(T + 1, n, K, dtype=torch.long, device=dev)  # each beam's token and the beam it extends
     # live part: `act` are the sentences still decoding; rows are act × K
     act = torch.arange(n, device=dev)
     limit, best_lp = limit_all, length_penalty(limit_all + 1, alpha)
     alive = torch.full((n, K), float("-inf"), device=dev)
     alive[:, 0] = 0.0  # only the first beam is live at the start
-    seqs = torch.full((n, K, T + 1), EOS, dtype=torch.long, device=dev)
+    stopped = torch.zeros(n, dtype=torch.bool, device=dev)  # (act,) done, not yet dropped
     coverage = torch.zeros(n * kr, batch.src.size(1), device=dev) if beta else None
     src_mask = batch.src.ne(PAD).repeat_interleave(kr, 0) if beta else None
     y = torch.full((n * kr,), BOS, dtype=torch.long, device=dev)
     for t in range(T + 1):
         na = act.numel()
         logp, a = stepper.step(y, positions[t : t + 1])  # (na*kr, V)
-        V = logp.size(1)
         logp[:, PAD] = float("-inf")
         _force_eos(logp, (t >= limit).repeat_interleave(kr))
-        cand = logp.view(na, kr, V).add_(alive[:, :kr].unsqueeze(-1)).view(na, kr * V)  # in place: logp is ours
-        top, idx = topk_rows(cand, 2 * K)  # (na, 2K)
-        origin, token = idx // V, idx % V
+        top, origin, token = _expand(logp, alive, kr, 2 * K)  # (na, 2K)
         is_eos = token == EOS
         if coverage is not None:
             coverage = coverage + a.float()
-        # finished: new EOS candidates join the buffer, the best K stay (skipped, at the cost of
-        # a host sync, in the many steps where no candidate ends; always done between syncs)
-        if stopped is not None or bool(is_eos.any()):
-            new_fin = top / length_penalty(t + 1, alpha)
-            if coverage is not None:
-                cov = coverage_penalty(coverage.masked_fill(~src_mask, 1.0), beta).view(na, kr)  # (na, kr)
-                new_fin = new_fin + cov.gather(1, origin)
-            new_fin = new_fin.masked_fill(~is_eos, float("-inf"))
-            if stopped is not None:
-                new_fin = new_fin.masked_fill(stopped.unsqueeze(1), float("-inf"))
-            prev = seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, T + 1))  # (na, 2K, T+1); EOS at t
-            merged, keep = torch.cat([fin_scores[act], new_fin], 1).topk(K, dim=1)
-            fin_scores[act] = merged
-            fin_seqs[act] = torch.cat([fin_seqs[act], prev], 1).gather(1, keep.unsqueeze(-1).expand(-1, -1, T + 1))
+        # finished: new EOS candidates join the buffer, the best K stay
+        new_fin = top / length_penalty(t + 1, alpha)
+        if coverage is not None:
+            cov = coverage_penalty(coverage.masked_fill(~src_mask, 1.0), beta).view(na, kr)  # (na, kr)
+            new_fin = new_fin + cov.gather(1, origin)
+        new_fin = new_fin.masked_fill(~is_eos | stopped.unsqueeze(1), float("-inf"))
+        merged, keep = torch.cat([fin_scores[act], new_fin], 1).topk(K, dim=1)  # (na, K) of (na, 3K)
+        fin_scores[act] = merged
+        fin_len[act] = torch.cat([fin_len[act], torch.full_like(origin, t)], 1).gather(1, keep)
+        fin_last[act] = torch.cat([fin_last[act], origin], 1).gather(1, keep)
         # alive: the best K candidates that did not end
         alive, pick = top.masked_fill(is_eos, float("-inf")).topk(K, dim=1)  # (na, K)
         origin, token = origin.gather(1, pick), token.gather(1, pick)
-        seqs = seqs.gather(1, origin.unsqueeze(-1).expand(-1, -1, T + 1))
-        seqs[:, :, t] = token
-        done = _ended(stop, is_eos, fin_scores[act], alive, best_lp) | (t >= limit)  # (na,)
+        tokens[t, act], parents[t, act] = token, origin
+        stopped = stopped | _ended(stop, is_eos, fin_scores[act], alive, best_lp) | (t >= limit)  # (na,)
         rows = (origin + torch.arange(na, device=dev).unsqueeze(1) * kr).view(-1)  # (na*K,) parents
-        if stopped is not None:
-            stopped = done = stopped | done
-        drop = (t + 1) % every == 0 and bool(done.any())  # done sentences leave at a host sync
-        if drop:
-            if bool(done.all()):
+        drop = False
+        if (t + 1) % every == 0:
+            ended = int(stopped.sum())  # the loop's host sync
+            if ended == na:
                 break
-            keep_s = (~done).nonzero().squeeze(1)  # sentences that go on
+            drop = 8 * ended >= na  # done sentences leave once an eighth: each costs a row of every step
+        if drop:
+            keep_s = (~stopped).nonzero().squeeze(1)  # sentences that go on
             act, limit, best_lp = act[keep_s], limit[keep_s], best_lp[keep_s]
-            alive, seqs, token = alive[keep_s], seqs[keep_s], token[keep_s]
+            alive, token, stopped = alive[keep_s], token[keep_s], stopped[keep_s]
             rows = rows.view(na, K)[keep_s].view(-1)
-            if stopped is not None:
-                stopped = stopped[keep_s]
         if src_mask is not None and (drop or kr < K):
             src_mask = src_mask[rows]
         stepper.select(rows, sources=drop or kr < K)
         if coverage is not None:
             coverage = coverage[rows]
         y, kr = token.view(-1), K
+    seqs = _backtrack(tokens, parents, fin_len[:, :n_best], fin_last[:, :n_best])  # (n, n_best, T+1)
     nbest = [[(_until_eos(seq), s) for k, (seq, s) in enumerate(zip(row_seqs, row_scores)) if k == 0 or s > -1e30]
-             for row_seqs, row_scores in zip(fin_seqs[:, :n_best].tolist(), fin_scores[:, :n_best].tolist())]
+             for row_seqs, row_scores in zip(seqs.tolist(), fin_scores[:, :n_best].tolist())]
     return Hypotheses([h[0][0] for h in nbest], [h[0][1] for h in nbest], nbest)
+
+
+def _expand(logp: torch.Tensor, alive: torch.Tensor, kr: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The best ``k`` continuations of each sentence: scores alive + log p (na, k), their beam and their token.
+
+    Each of a sentence's ``kr`` rows gives its own best k first (adding the row's alive score keeps a row's order,
+    so its best k hold all of its share of the sentence's best k): no (rows, vocab) sum is written."""
+    na = alive.size(0)
+    row_top, row_tok = topk_rows(logp, min(k, logp.size(1)))  # (na*kr, k')
+    cand = (row_top.view(na, kr, -1) + alive[:, :kr].unsqueeze(-1)).view(na, -1)  # (na, kr*k')
+    top, j = cand.topk(k, dim=1)  # (na, k)
+    return top, j // row_top.size(1), row_tok.view(na, -1).gather(1, j)
+
+
+def _backtrack(tokens: torch.Tensor, parents: torch.Tensor, length: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+    """(n, m, T+1) hypotheses, EOS after their ``length`` tokens, from the steps' back-pointers: ``tokens`` and
+    ``parents`` (T+1, n, K) hold each step's token and the beam it extends; ``last`` (n, m) is the beam each
+    hypothesis's EOS extends."""
+    steps, n, _ = tokens.shape
+    out = torch.full((n, last.size(1), steps), EOS, dtype=torch.long, device=tokens.device)
+    beam = last.clone()  # (n, m) the beam at step j of each hypothesis
+    for j in range(int(length.max()) - 1, -1, -1):
+        inside = j < length
+        out[:, :, j] = torch.where(inside, tokens[j].gather(1, beam), EOS)
+        beam = torch.where(inside, parents[j].gather(1, beam), beam)
+    return out

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from render_history import HISTORY
+from render_speed import SPEED
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDS, DOCS = REPO / "docs" / "results", REPO / "docs"
@@ -264,6 +265,7 @@ RENDERERS: dict[str, Callable[[], str]] = {"gpu_check": gpu_check, "gap_ablation
                                            "int8_matmul": int8_matmul, "serve_load": serve_load,
                                            "side_by_side": side_by_side, "profiles": profiles}
 RENDERERS.update(HISTORY)  # the transcribed figures (docs/results/history_*.json; scripts/render_history.py)
+RENDERERS.update(SPEED)  # decoding speed beside the peers (scripts/render_speed.py)
 
 
 def render(text: str, where: Path) -> str:

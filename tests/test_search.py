@@ -49,6 +49,37 @@ def reference_greedy(model, src: list[int]) -> tuple[list[int], float]:
     raise AssertionError("unreachable")
 
 
+@torch.no_grad()
+def reference_beam(model, src: list[int], beam: int, alpha: float) -> tuple[list[int], float]:
+    """One sentence, ``stop="full"``, hypotheses as Python lists, each stepped alone through ``decoder.step``:
+    the best 2·beam continuations of all hypotheses, in order, either end (EOS) or live on, beam of each at most."""
+    b = batch_of([src])
+    source, state = model.encode(b.src, b.src_lens, b.host_lens)
+    alive = [([], 0.0, source.memory.new_zeros(1, 1, model.decoder.hidden), state)]  # tokens, log p, feed, state
+    finished: list[tuple[float, list[int]]] = []
+    for t in range(limit(len(src)) + 1):
+        cands = []
+        for toks, score, feed, st in alive:
+            y = torch.tensor([toks[-1] if toks else BOS])
+            logp, feed, st, _, _ = model.decoder.step(y, feed, st, source, torch.tensor([float(t)]))
+            logp[0, PAD] = -math.inf
+            if t == limit(len(src)):  # the length limit: only EOS, and free
+                logp[0] = -math.inf
+                logp[0, EOS] = 0.0
+            cands += [(score + float(lp), toks, v, feed, st) for v, lp in enumerate(logp[0]) if lp > -math.inf]
+        cands.sort(key=lambda c: -c[0])
+        alive = []
+        for score, toks, v, feed, st in cands[: 2 * beam]:
+            if v == EOS:
+                finished.append((score / length_penalty(t + 1, alpha), toks))
+            elif len(alive) < beam:
+                alive.append(([*toks, v], score, feed, st))
+        finished = sorted(finished, key=lambda f: -f[0])[:beam]
+        if len(finished) == beam or t == limit(len(src)):
+            return finished[0][1], finished[0][0]
+    raise AssertionError("unreachable")
+
+
 @pytest.mark.parametrize("rnn_type,input_feeding", [("lstm", True), ("gru", True), ("lstm", False)])
 def test_greedy_matches_a_one_sentence_reference(make_model, sources, rnn_type, input_feeding):
     """Batched greedy gives, per sentence, the tokens and log-probability of a naive loop; beam=1
@@ -107,6 +138,19 @@ def test_beam_scores_are_normalized_log_probabilities(make_model, sources):
         total = sum(float(logp[t, target[t]]) for t in range(steps))
         lp = float(length_penalty(torch.tensor(len(toks) + 1), alpha))
         assert score == pytest.approx(total / lp, abs=1e-4)
+
+
+@pytest.mark.parametrize("beam,mode", [(3, "local_p"), (4, "global"), (13, "local_m")])  # 13: 2·13 > vocab 25
+def test_beam_matches_a_one_sentence_reference(make_model, random_sources, beam, mode):
+    """The batched search (back-pointers, sentences leaving as they end) gives, per sentence, the hypothesis and
+    score of a plain list-of-hypotheses beam search."""
+    model = make_model(SRC_V, TGT_V, mode=mode, window=2, seed=11, decoder_layers=2)
+    sources = random_sources(9, 1, 10, SRC_V, seed=13)
+    hyps = beam_search(model, batch_of(sources), beam=beam, alpha=0.8)
+    for src, toks, score in zip(sources, hyps.tokens, hyps.scores):
+        ref_toks, ref_score = reference_beam(model, src, beam, 0.8)
+        assert toks == ref_toks
+        assert score == pytest.approx(ref_score, abs=1e-4)
 
 
 # --------------------------------------------------------------------------- a hand-built bigram model

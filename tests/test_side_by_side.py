@@ -48,3 +48,12 @@ def test_the_table_puts_each_peer_and_batch_setting_beside_ours():
     assert "| nmt (default) | Eole (default) | ratio | nmt (tokens:8000) | Eole (tokens:8000) | ratio |" in text
     assert "| train_tgt_tok_per_s | 6,000 | 5,000 | 1.20× | 6,000 | 6,000 | 1.00× |" in text
     assert "| bleu_beam5 | 24.50 | 15.00 | 1.63× |" in text
+
+
+def test_decode_sitting_refuses_a_missing_model_before_decoding(tmp_path):
+    """scripts/decode_side_by_side.py names the missing model or harness and decodes nothing."""
+    script = SCRIPT.parent / "decode_side_by_side.py"
+    proc = subprocess.run([sys.executable, str(script), "--data", str(tmp_path), "--ours", str(tmp_path / "none.pt"),
+                           "--eole", str(tmp_path), "--bench", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{tmp_path / 'bench_util.py'}: not found" in proc.stderr
