@@ -7,7 +7,8 @@
 A decoding change needs a new ratio, not a new 15-minute training run on both sides: this script decodes the
 peers' test set (the Tatoeba dev split) with both trained models, alternating ours and Eole's in each round, at
 every batch setting of ``--batch`` (``default``: each side's own, Eole 30 sentences; ``tokens:N``: N source tokens
-a batch on both sides), greedy and beam 5, and reports medians and ratios. Ours is timed as
+a batch on both sides), greedy and beam 5 (ours also with Eole's stop rule, ``beam5_first``), and reports
+medians and ratios. Ours is timed as
 ``scripts/benchmark.py`` times it (translation only), Eole's as the harness does (``eole predict -report_time``,
 the loop over the batches, parsed by the harness's ``bench_util.py decode``; BLEU by its ``score``), with the
 harness's flags (``run_eole.sh``), both on ``--threads`` threads. Writes a record (date, commit, command, CPU).
@@ -34,7 +35,8 @@ from nmt.device import cpu_info, set_threads  # noqa: E402
 from nmt.run_folder import git_commit  # noqa: E402
 from scripts.benchmark import compose_config, decoding_speed, prepare_corpus  # noqa: E402
 
-BEAMS = (("greedy", 1), ("beam5", 5))
+BEAMS = (("greedy", 1), ("beam5", 5))  # Eole's searches; ours also runs beam 5 with Eole's stop rule:
+OURS = (("greedy", 1, "full"), ("beam5", 5, "full"), ("beam5_first", 5, "first"))  # (name, beam, stop)
 EOLE_DEFAULT = "sents:30"  # `eole predict`'s -batch_size 30 -batch_type sents (run_eole.sh)
 
 
@@ -83,15 +85,15 @@ def main() -> int:
     src, ref = list(corpus.dev["src"]), list(corpus.dev["tgt"])
     model, tok, cfg, _ = load_model(args.ours, torch.device("cpu"))
     precisions = args.precisions.split(",")
-    runs = [(f"{name}_{prec}", beam, prec) for name, beam in BEAMS for prec in precisions]
-    samples: dict = {b: {"ours": {r[0]: [] for r in runs}, "eole": {n: [] for n, _ in BEAMS}} for b in args.batch}
+    samples: dict = {b: {"ours": {f"{n}_{p}": [] for n, _, _ in OURS for p in precisions},
+                         "eole": {n: [] for n, _ in BEAMS}} for b in args.batch}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for batch in args.batch:
                 for prec in precisions:
-                    figs = decoding_speed(model, tok, cfg, src, ref, torch.device("cpu"),
-                                          runs=[(n, b, "full") for n, b in BEAMS], precisions=[prec], batch=batch)
-                    for name, _ in BEAMS:
+                    figs = decoding_speed(model, tok, cfg, src, ref, torch.device("cpu"), runs=OURS, precisions=[prec],
+                                          batch=batch)
+                    for name, _, _ in OURS:
                         samples[batch]["ours"][f"{name}_{prec}"].append(figs[name + ("" if prec == "fp32" else f"_{prec}")])
                 for name, beam in BEAMS:
                     samples[batch]["eole"][name].append(eole_decode(args.bench, args.eole, beam, batch, args.threads,
@@ -103,13 +105,14 @@ def main() -> int:
     for batch, sides in samples.items():
         for key, xs in sides["ours"].items():
             name, prec = key.rsplit("_", 1)
-            theirs = statistics.median(x["sents_per_s"] for x in sides["eole"][name])
+            peer = sides["eole"][name.removesuffix("_first")]  # Eole's beam ends at the first finished
+            theirs = statistics.median(x["sents_per_s"] for x in peer)
             ours = statistics.median(x["sents_per_s"] for x in xs)
             rows.append({"batch": batch, "search": name, "precision": prec, "ours_sents_per_s": ours,
                          "eole_sents_per_s": theirs, "ratio": ours / theirs, "ours_bleu": xs[0]["bleu"],
-                         "eole_bleu": sides["eole"][name][0]["bleu"]})
+                         "eole_bleu": peer[0]["bleu"]})
             print(f"{batch:<14}{name:<8}{prec:<6}ours {ours:8,.0f}  eole {theirs:8,.0f}  {ours / theirs:5.2f}×  "
-                  f"BLEU {xs[0]['bleu']:.2f} / {sides['eole'][name][0]['bleu']:.2f}")
+                  f"BLEU {xs[0]['bleu']:.2f} / {peer[0]['bleu']:.2f}")
     if args.json:
         record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
                   "command": sys.argv, "cpu": cpu_info(), "threads": args.threads, "rounds": args.rounds,
