@@ -259,15 +259,13 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
 
 
 def _expand(logp: torch.Tensor, alive: torch.Tensor, kr: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The best ``k`` continuations of each sentence: scores alive + log p (na, k), their beam and their token.
-
-    Each of a sentence's ``kr`` rows gives its own best k first (adding the row's alive score keeps a row's order,
-    so its best k hold all of its share of the sentence's best k): no (rows, vocab) sum is written."""
-    na = alive.size(0)
-    row_top, row_tok = topk_rows(logp, min(k, logp.size(1)))  # (na*kr, k')
-    cand = (row_top.view(na, kr, -1) + alive[:, :kr].unsqueeze(-1)).view(na, -1)  # (na, kr*k')
-    top, j = cand.topk(k, dim=1)  # (na, k)
-    return top, j // row_top.size(1), row_tok.view(na, -1).gather(1, j)
+    """The best ``k`` continuations of each sentence from logp (na*kr, V), in place (logp is the caller's): scores
+    alive + log p (na, k), the beam each extends and its token. (Each row's own best k first, then the beam scores,
+    wrote no (rows, vocab) sum but cost more: five times the rows in the grouped top-k, 1.06× the op time.)"""
+    na, V = alive.size(0), logp.size(1)
+    cand = logp.view(na, kr, V).add_(alive[:, :kr].unsqueeze(-1)).view(na, kr * V)
+    top, idx = topk_rows(cand, k)  # (na, k)
+    return top, idx // V, idx % V
 
 
 def _backtrack(tokens: torch.Tensor, parents: torch.Tensor, length: torch.Tensor, last: torch.Tensor) -> torch.Tensor:

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+DEV = REPO / "nmt" / "data" / "tatoeba" / "dev.parquet"  # the packaged corpus's dev split, the lines translated
 sys.path.insert(0, str(REPO))
 from nmt.device import cpu_info  # noqa: E402
 
@@ -93,7 +94,7 @@ def main() -> int:
     subprocess.run(["git", "worktree", "add", "-f", "--detach", str(tmp / "base_code"), args.base], cwd=REPO, check=True,
                    capture_output=True)
     src = tmp / "dev.zh"
-    lines = pq.read_table(REPO / "data" / "tatoeba" / "dev.parquet")["zh"].to_pylist()
+    lines = pq.read_table(DEV)["zh"].to_pylist()
     src.write_text("".join(s.replace("\n", " ") + "\n" for s in lines), encoding="utf-8")
     sides = {}
     try:

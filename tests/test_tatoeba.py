@@ -110,3 +110,14 @@ def test_training_on_a_damaged_copy_fails_in_one_line(tmp_path, run_cli, train_o
     assert proc.returncode == 1
     assert f"nmt.train: error: {path} is damaged" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_scripts_read_the_packaged_dev_split_where_it_is():
+    """scripts/check_unchanged.py translates the packaged dev split: its path follows the corpus (it broke once
+    when the corpus moved into the package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_unchanged", Path(__file__).parents[1] / "scripts" / "check_unchanged.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.DEV == Path(PACKAGED) / "dev.parquet" and module.DEV.is_file()
