@@ -261,7 +261,7 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
 def _expand(logp: torch.Tensor, alive: torch.Tensor, kr: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The best ``k`` continuations of each sentence from logp (na*kr, V), in place (logp is the caller's): scores
     alive + log p (na, k), the beam each extends and its token. (Each row's own best k first, then the beam scores,
-    wrote no (rows, vocab) sum but cost more: five times the rows in the grouped top-k, 1.06× the op time.)"""
+    wrote no (rows, vocab) sum but cost more: five times the rows in the grouped top-k.)"""
     na, V = alive.size(0), logp.size(1)
     cand = logp.view(na, kr, V).add_(alive[:, :kr].unsqueeze(-1)).view(na, kr * V)
     top, idx = topk_rows(cand, k)  # (na, k)
