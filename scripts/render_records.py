@@ -17,15 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from render_history import HISTORY
-from render_speed import SPEED
+from render_speed import SPEED, machine
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDS, DOCS = REPO / "docs" / "results", REPO / "docs"
 BLOCK = re.compile(r"(<!-- render: (\w+) -->\n)(.*?)(<!-- /render -->)", re.S)
-
-
-def machine(cpu: dict) -> str:
-    return f"{cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags']) or 'none of amx/avx512'}"
 
 
 def soak() -> str:

@@ -10,6 +10,11 @@ from pathlib import Path
 RECORDS = Path(__file__).resolve().parents[1] / "docs" / "results"
 
 
+def machine(cpu: dict) -> str:
+    """A record's CPU as the tables name it: model, cores, the AMX/AVX-512 flags."""
+    return f"{cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags']) or 'none of amx/avx512'}"
+
+
 PEERS = {"eole": "Eole", "onmt": "OpenNMT-py"}
 
 
@@ -18,10 +23,8 @@ def decode_side_by_side() -> str:
     out = []
     for path in sorted(RECORDS.glob("peer_decode*.json")):
         r = json.loads(path.read_text())
-        cpu = r["cpu"]
-        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {cpu['model']}, {cpu['cores']} cores, flags "
-                f"{' '.join(cpu['flags']) or 'none of amx/avx512'}; {r['threads']} threads; medians of {r['rounds']} "
-                "alternating rounds):", "",
+        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}; {r['threads']} threads; "
+                f"medians of {r['rounds']} alternating rounds):", "",
                 "| peer | batch | search | ours | ours sents/s | peer sents/s (fp32) | ratio | BLEU ours / peer |",
                 "| --- | --- | --- | --- | ---: | ---: | ---: | --- |"]
         for x in r["rows"]:  # records before OpenNMT-py joined hold Eole alone, under eole_* keys
