@@ -30,7 +30,10 @@ VARIANTS: dict[str, tuple[str, list[str], list[str]]] = {
     "seed43": ("the baseline with another seed (the noise of one run)", ["trainer.seed=43"], []),
     "sents64": ("batches of 64 sentences, as the peers' batch_type sents", SENTS64, []),
     "sents64_unpacked": ("and the encoder runs over the padding, as Eole's (no packing)", SENTS64, ["unpacked"]),
+    "eole_batches": ("Eole's batches: 64 sentences cut from 262,144-pair buckets of the corpus read in order, "
+                     "sorted by length", ["trainer.valid_every=1000"], ["eole_batches"]),
 }
+EOLE_BUCKET, EOLE_SENTS = 262_144, 64  # eole/config/training.py: bucket_size's default; bench_small.yaml: batch_size
 
 
 def unpacked() -> None:
@@ -45,7 +48,30 @@ def unpacked() -> None:
     enc.pack_padded_sequence = over_the_padding
 
 
-PATCHES = {"unpacked": unpacked}
+def eole_batches() -> None:
+    """Eole's training batches (eole/inputters/dynamic_iterator.py): the corpus read in order and cycled, a bucket
+    of 262,144 pairs (9.7 passes over Tatoeba) sorted by (source length, target length) with a stable sort (equal
+    lengths keep reading order), cut into runs of 64, the runs shuffled. A sentence meets the same batch-mates at
+    every pass, and rare length pairs put copies of one sentence into one batch. Here one bucket is an "epoch"."""
+    import numpy as np
+
+    import nmt.batching as b
+
+    calls = [0]
+
+    def bucket(pairs, batch_tokens, rng, max_sentences=100_000):
+        start = max(0, calls[0] - 1) * EOLE_BUCKET  # nmt.train's first call only sizes an epoch (ETA)
+        calls[0] += 1
+        idx = (start + np.arange(EOLE_BUCKET)) % len(pairs)  # (bucket,) pair indices in reading order
+        order = idx[np.lexsort((pairs.tgt_lens[idx], pairs.src_lens[idx]))]  # lexsort is stable
+        groups = [(a, min(a + EOLE_SENTS, EOLE_BUCKET)) for a in range(0, EOLE_BUCKET, EOLE_SENTS)]
+        rng.shuffle(groups)
+        return b.Epoch(pairs, order, groups)
+
+    b.epoch_batches = bucket
+
+
+PATCHES = {"unpacked": unpacked, "eole_batches": eole_batches}
 
 
 def child(name: str, run_dir: Path, data: str, steps: int) -> None:
@@ -54,9 +80,11 @@ def child(name: str, run_dir: Path, data: str, steps: int) -> None:
     for p in patches:
         PATCHES[p]()
     if not (run_dir / "checkpoints" / "last.pt").exists():
-        sys.argv = ["nmt.train", "+experiment=bench_small", "data=files", f"data.dir={data}", "trainer.max_minutes=0",
-                    f"trainer.max_steps={steps}", f"trainer.valid_every={steps}", "trainer.test_beam=0",
-                    "trainer.precision=fp32", f"hydra.run.dir={run_dir}", *overrides]
+        base = ["+experiment=bench_small", "data=files", f"data.dir={data}", "trainer.max_minutes=0",
+                f"trainer.max_steps={steps}", f"trainer.valid_every={steps}", "trainer.test_beam=0",
+                "trainer.precision=fp32", f"hydra.run.dir={run_dir}"]
+        keys = {o.split("=", 1)[0] for o in overrides}  # a variant's value replaces the base's (Hydra takes one)
+        sys.argv = ["nmt.train", *[o for o in base if o.split("=", 1)[0] not in keys], *overrides]
         try:
             runpy.run_module("nmt.train", run_name="__main__")  # as python -m nmt.train (Hydra finds nmt/configs/ so)
         except SystemExit as e:
@@ -71,7 +99,9 @@ def score(run_dir: Path, data: str) -> None:
     src = Path(data, "dev.zh").read_text(encoding="utf-8").splitlines()
     ref = Path(data, "dev.en").read_text(encoding="utf-8").splitlines()
     t = Translator.load(run_dir / "checkpoints" / "last.pt", "cpu")
-    out = {"steps": json.loads((run_dir / "metrics.json").read_text())["steps"]}
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    out = {"steps": metrics["steps"],  # dev perplexity at each validation: Eole's log has it every 1,000 updates
+           "dev_ppl": [[h["step"], h["valid_ppl"]] for h in metrics["history"] if "valid_ppl" in h]}
     for label, beam in (("greedy", 1), ("beam5", 5)):
         s = t.evaluate(src, [ref], beam=beam)
         out[f"bleu_{label}"], out[f"chrf_{label}"] = s.bleu, s.chrf
