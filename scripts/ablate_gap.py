@@ -9,6 +9,11 @@ chosen, as the peers' harness scores theirs) on the dev split, the peers' test s
 config overrides plus, where no setting of ours does what the peer does, a patch applied in that variant's process
 only (listed in VARIANTS; not a feature). Updates, not minutes, make the runs comparable on a busy machine.
 The record (date, commit, command, CPU, one row per variant) is rewritten after every variant.
+
+The peer moved toward us (``--eole-variants``): the harness's own ``run_eole.sh``, run in a copy of its writable
+folder (``--harness``, made by ``../shared/bench/peers/run.sh``) whose data or config the variant changes; its
+15-minute budget run is scored by the harness. ``--reuse eole_as_is=~/.cache/nmt-peers/bench`` reads a finished
+harness run instead.
 """
 
 from __future__ import annotations
@@ -16,9 +21,14 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
+import random
+import re
 import runpy
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,7 +42,14 @@ VARIANTS: dict[str, tuple[str, list[str], list[str]]] = {
     "sents64_unpacked": ("and the encoder runs over the padding, as Eole's (no packing)", SENTS64, ["unpacked"]),
     "eole_batches": ("Eole's batches: 64 sentences cut from 262,144-pair buckets of the corpus read in order, "
                      "sorted by length", ["trainer.valid_every=1000"], ["eole_batches"]),
+    "eole_batches_s43": ("the same with another seed", ["trainer.valid_every=1000", "trainer.seed=43"], ["eole_batches"]),
 }
+# the peer's variants: what moves toward us (run by eole_run)
+EOLE_VARIANTS = {
+    "eole_as_is": "Eole 0.6.4 as the harness runs it",
+    "eole_shuffled": "the corpus in a new random order at every pass, a pass a bucket (batch-mates change, as ours)",
+}
+EOLE_PASSES = 25  # eole_shuffled: passes written (Eole's 15 minutes read about 20)
 EOLE_BUCKET, EOLE_SENTS = 262_144, 64  # eole/config/training.py: bucket_size's default; bench_small.yaml: batch_size
 
 
@@ -68,7 +85,10 @@ def eole_batches() -> None:
         rng.shuffle(groups)
         return b.Epoch(pairs, order, groups)
 
+    plain = b.epoch_batches
     b.epoch_batches = bucket
+    b.train_batches = lambda src, tgt, batch_tokens, rng, max_sentences=100_000: plain(  # the dev set's batches
+        b.Pairs.from_lists(src, tgt), batch_tokens, rng, max_sentences)
 
 
 PATCHES = {"unpacked": unpacked, "eole_batches": eole_batches}
@@ -108,10 +128,98 @@ def score(run_dir: Path, data: str) -> None:
     (run_dir / "ablation.json").write_text(json.dumps(out, indent=1))
 
 
+def batch_mates(harness: Path, sample: int = 2000) -> dict:
+    """How alike a sentence's batches are from one pass over the corpus to the next, under Eole's batching and under
+    ours (64 sentences sorted by length with random tie-breaks, nmt.batching): the mean Jaccard overlap of a
+    sentence's batch-mates in two passes (over ``sample`` sentences), and the distinct sentences in a batch of 64."""
+    import numpy as np
+
+    from nmt.batching import Pairs, epoch_batches
+
+    lens = [np.array([len(x.split()) for x in (harness / "data" / "sp" / f"train.{lang}").read_text(
+        encoding="utf-8").splitlines()]) for lang in ("zh", "en")]
+    n = len(lens[0])
+    idx = np.arange(EOLE_BUCKET) % n  # one bucket, several passes, sorted by (source, target) length, stable
+    eole = idx[np.lexsort((lens[1][idx], lens[0][idx]))].reshape(-1, EOLE_SENTS).tolist()  # (batches, 64) ids
+    pairs = Pairs(lens[0], lens[1], lambda ids: (ids, ids))
+    ours = [[e.order[slice(*g)].tolist() for g in e.groups]
+            for e in (epoch_batches(pairs, 100_000, random.Random(k), EOLE_SENTS) for k in (1, 2))]
+
+    def passes(batches: list, first: dict, second: dict) -> None:  # a sentence's batch-mates at its 1st, 2nd batch
+        for b in batches:
+            for s in set(b):
+                (second if s in first else first).setdefault(s, set(b) - {s})
+
+    e1, e2, o1, o2 = {}, {}, {}, {}
+    passes(eole, e1, e2)  # the stable sort puts a pair's copy from an earlier pass first
+    passes(ours[0], o1, {})
+    passes(ours[1], o2, {})
+    picks = random.Random(0).sample(range(n), min(sample, n))
+
+    def jaccard(a: dict, b: dict) -> float:
+        return float(np.mean([len(a[s] & b[s]) / max(1, len(a[s] | b[s])) for s in picks if s in a and s in b]))
+
+    return {"eole": {"batch_mates_jaccard": jaccard(e1, e2), "distinct_per_batch": float(np.mean([len(set(b)) for b in eole]))},
+            "ours_sents64": {"batch_mates_jaccard": jaccard(o1, o2),
+                             "distinct_per_batch": float(np.mean([len(set(b)) for b in ours[0]]))}}
+
+
+def reshuffled(bench: Path, seed: int = 1234) -> None:
+    """eole_shuffled: the training files become EOLE_PASSES passes over the corpus, each in its own random order, and
+    Eole's bucket one pass (its reading order is then a new shuffle each pass; vocabulary counts scale alike)."""
+    import yaml
+
+    sp = bench / "data" / "sp"
+    zh, en = ((sp / f"train.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("zh", "en"))
+    order = list(range(len(zh)))
+    with open(sp / "train.zh", "w", encoding="utf-8") as fz, open(sp / "train.en", "w", encoding="utf-8") as fe:
+        for k in range(EOLE_PASSES):
+            random.Random(seed + k).shuffle(order)
+            fz.write("".join(zh[i] + "\n" for i in order))
+            fe.write("".join(en[i] + "\n" for i in order))
+    cfg_path = bench / "eole" / "bench_small.yaml"
+    cfg = yaml.safe_load(cfg_path.read_text())
+    cfg["training"]["bucket_size"] = len(zh)
+    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
+def eole_run(name: str, harness: Path, bench: Path) -> dict:
+    """Run (unless done) the harness's run_eole.sh in ``bench``, a copy of ``harness`` changed for the variant; the row."""
+    if not (bench / "results" / "eole.json").exists():
+        if not (harness / "data" / "meta.json").exists():
+            raise SystemExit(f"--harness {harness}: no prepared data (data/meta.json); run ../shared/bench/peers/run.sh once")
+        shutil.rmtree(bench, ignore_errors=True)
+        shutil.copytree(harness, bench, ignore=shutil.ignore_patterns("work", "results"))
+        if name == "eole_shuffled":
+            reshuffled(bench)
+        env = {**os.environ, "BENCH_DECODE_BATCH": "default", "BENCH_TPUT_REPEATS": "1", "BENCH_TPUT_WARMUP": "5",
+               "BENCH_TPUT_STEPS": "20", "BENCH_DECODE_REPEATS": "1"}
+        subprocess.run(["bash", str(bench / "run_eole.sh")], env=env, check=True)
+    r = json.loads((bench / "results" / "eole.json").read_text())
+    log = (bench / "work" / "eole" / "budget.log").read_text(encoding="utf-8", errors="replace")
+    ppl = [float(x) for x in re.findall(r"Validation perplexity: ([0-9.]+)", log)]
+    every = int(re.search(r"valid_steps: (\d+)", (bench / "work" / "eole" / "cfg_budget.yaml").read_text()).group(1))
+    row = {"steps": r["budget"]["steps_at_eval_checkpoint"], "dev_ppl": [[every * (i + 1), p] for i, p in enumerate(ppl)]}
+    for label in ("greedy", "beam5"):
+        row[f"bleu_{label}"], row[f"chrf_{label}"] = r["test"][label]["bleu"], r["test"][label]["chrf"]
+    if r["test"]["beam5"]["batch_setting"] != "default":  # a run decoded at large batches: its checkpoint again, at Eole's
+        from decode_side_by_side import peer_decode  # default (its BLEU falls at large batches: benchmarks.md)
+
+        checkpoint = str(bench / "work" / "eole" / "budget" / r["budget"]["eval_checkpoint"])
+        work = Path(tempfile.mkdtemp(prefix="ablate_gap_eole_"))
+        for label, beam in (("greedy", 1), ("beam5", 5)):
+            row[f"bleu_{label}"] = peer_decode("eole", bench, checkpoint, beam, "default", 2, work)["bleu"]
+            row[f"chrf_{label}"] = None  # the harness's score writes BLEU only to what peer_decode returns
+    return row
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="the peers' corpus folder (train/dev .zh/.en)")
     p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--eole-variants", default="", help=f"the peer moved toward us: {', '.join(EOLE_VARIANTS)}")
+    p.add_argument("--harness", type=Path, default=Path.home() / ".cache/nmt-peers/bench",
+                   help="the harness's writable copy with prepared data (../shared/bench/peers/run.sh makes it)")
     p.add_argument("--steps", type=int, default=8400)
     p.add_argument("--out", type=Path, default=Path("/tmp/gap_ablation"))
     p.add_argument("--reuse", action="append", default=[], metavar="VARIANT=RUN_DIR",
@@ -123,10 +231,11 @@ def main() -> int:
     if args.child:
         child(args.child[0], Path(args.child[1]), data, args.steps)
         return 0
-    names = args.variants.split(",")
-    unknown = [n for n in names if n not in VARIANTS]
+    names = [n for n in args.variants.split(",") if n]
+    peer_names = [n for n in args.eole_variants.split(",") if n]
+    unknown = [n for n in names if n not in VARIANTS] + [n for n in peer_names if n not in EOLE_VARIANTS]
     if unknown:
-        raise SystemExit(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
+        raise SystemExit(f"--variants: unknown {', '.join(unknown)} (known: {', '.join([*VARIANTS, *EOLE_VARIANTS])})")
     reuse = dict(r.split("=", 1) for r in args.reuse)
     sys.path.insert(0, str(ROOT))
     from nmt.device import cpu_info
@@ -134,6 +243,8 @@ def main() -> int:
 
     record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(), "command": sys.argv,
               "cpu": cpu_info(), "data": args.data, "steps": args.steps, "rows": {}}
+    if any(n.startswith("eole_batches") for n in names):
+        record["batch_mates"] = batch_mates(args.harness.expanduser().resolve())
     for name in names:
         run_dir = Path(reuse.get(name, args.out / name)).resolve()
         t0 = time.perf_counter()
@@ -143,6 +254,17 @@ def main() -> int:
         row.update(moves=VARIANTS[name][0], overrides=VARIANTS[name][1], patches=VARIANTS[name][2],
                    reused=name in reuse, wall_minutes=(time.perf_counter() - t0) / 60)
         record["rows"][name] = row
+        print(f"{name}: {row['steps']} steps, BLEU greedy {row['bleu_greedy']:.2f}, beam 5 {row['bleu_beam5']:.2f}",
+              flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(record, indent=1) + "\n")
+    record["peer_rows"] = {}
+    for name in peer_names:
+        t0 = time.perf_counter()
+        bench = Path(reuse.get(name, args.out / name)).expanduser().resolve()
+        row = eole_run(name, args.harness.expanduser().resolve(), bench)
+        row.update(moves=EOLE_VARIANTS[name], reused=name in reuse, wall_minutes=(time.perf_counter() - t0) / 60)
+        record["peer_rows"][name] = row
         print(f"{name}: {row['steps']} steps, BLEU greedy {row['bleu_greedy']:.2f}, beam 5 {row['bleu_beam5']:.2f}",
               flush=True)
         if args.json:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from render_history import HISTORY
-from render_speed import SPEED, machine
+from render_peers import PEERS_RENDERERS, machine
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDS, DOCS = REPO / "docs" / "results", REPO / "docs"
@@ -204,23 +204,6 @@ def gpu_check() -> str:
     return "\n".join(rows) + "\n\nOn " + "; ".join(devices) + ".\n"
 
 
-def gap_ablation() -> str:
-    """scripts/ablate_gap.py records: our bench-small moved toward Eole one factor at a time, beside Eole's own run."""
-    out = []
-    for path in sorted(RECORDS.glob("gap_ablation*.json")):
-        r = json.loads(path.read_text())
-        base = r["rows"]["baseline"]
-        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}):", "",
-                "| variant | what moves toward the peer | updates | BLEU greedy | BLEU beam 5 | beam 5 − baseline |",
-                "| --- | --- | ---: | ---: | ---: | ---: |"]
-        out += [f"| {name} | {row['moves']} | {row['steps']:,} | {row['bleu_greedy']:.2f} | {row['bleu_beam5']:.2f} | "
-                f"{row['bleu_beam5'] - base['bleu_beam5']:+.2f} |" for name, row in r["rows"].items()]
-        peer = json.loads((RECORDS / "side_by_side_eole.json").read_text())["rows"]["eole@default"]["theirs"][0]
-        out += [f"| Eole 0.6.4 (`side_by_side_eole.json`) | the peer itself | {peer['budget_steps']:,} | "
-                f"{peer['bleu_greedy']:.2f} | {peer['bleu_beam5']:.2f} | {peer['bleu_beam5'] - base['bleu_beam5']:+.2f} |", ""]
-    return "\n".join(out)
-
-
 def finetune() -> str:
     """scripts/finetune_example.py records: a trained model on a new corpus before, fine-tuned, and from scratch."""
     out = []
@@ -254,14 +237,14 @@ def quality_levers() -> str:
     return "\n".join(out)
 
 
-RENDERERS: dict[str, Callable[[], str]] = {"gpu_check": gpu_check, "gap_ablation": gap_ablation, "finetune": finetune,
+RENDERERS: dict[str, Callable[[], str]] = {"gpu_check": gpu_check, "finetune": finetune,
                                            "quality_levers": quality_levers,
                                            "soak": soak, "encoder_split": encoder_split, "bench": bench, "house": house,
                                            "unchanged": unchanged, "decode_precision": decode_precision,
                                            "int8_matmul": int8_matmul, "serve_load": serve_load,
                                            "side_by_side": side_by_side, "profiles": profiles}
 RENDERERS.update(HISTORY)  # the transcribed figures (docs/results/history_*.json; scripts/render_history.py)
-RENDERERS.update(SPEED)  # decoding speed beside the peers (scripts/render_speed.py)
+RENDERERS.update(PEERS_RENDERERS)  # records measured beside the peers (scripts/render_peers.py)
 
 
 def render(text: str, where: Path) -> str:

@@ -25,3 +25,56 @@ def test_unpacked_runs_the_encoder_over_the_padding(monkeypatch):
     mem2, (h2, _) = model(src, lens)
     assert torch.allclose(mem[0], mem2[0]) and torch.allclose(h[:, 0], h2[:, 0])
     assert not torch.allclose(h[:, 1], h2[:, 1]) and not torch.allclose(mem[1, :2], mem2[1, :2])
+
+
+def test_eole_batches_read_the_corpus_in_order_sorted_by_length(monkeypatch):
+    """A bucket is EOLE_BUCKET pairs read in corpus order (cycling), sorted by (source, target) length with ties in
+    reading order, cut into runs of 64; the next bucket reads on where this one stopped (nmt.train's first call only
+    sizes an epoch and reads nothing)."""
+    import random
+
+    import numpy as np
+
+    from nmt import batching
+
+    monkeypatch.setattr(batching, "epoch_batches", batching.epoch_batches)  # undone after the test
+    monkeypatch.setattr(batching, "train_batches", batching.train_batches)
+    monkeypatch.setattr(ablate_gap, "EOLE_BUCKET", 300)
+    ablate_gap.eole_batches()
+    src = [[4] * (1 + i % 5) for i in range(110)]  # 110 pairs, source lengths 1..5
+    tgt = [[4] * (1 + i % 3) for i in range(110)]
+    pairs = batching.Pairs.from_lists(src, tgt)
+    rng = random.Random(0)
+    dev = batching.train_batches(src[:10], tgt[:10], 700, rng)  # the dev set's batches: ours, untouched
+    assert sum(b.size for b in dev) == 10
+    batching.epoch_batches(pairs, 700, rng)  # the sizing call
+    first, second = (batching.epoch_batches(pairs, 700, rng) for _ in range(2))
+    assert len(first) == 5 and sum(b.size for b in first) == 300
+    keys = [(len(src[i]), len(tgt[i]), k) for k, i in enumerate((np.arange(300) % 110).tolist())]
+    want = [k[2] % 110 for k in sorted(keys)]  # stable: ties in reading order
+    assert first.order.tolist() == want
+    assert second.order.tolist() == [(k[2] + 300) % 110 for k in sorted(
+        (len(src[(j + 300) % 110]), len(tgt[(j + 300) % 110]), j) for j in range(300))]
+    assert sorted(b - a for a, b in first.groups) == [44, 64, 64, 64, 64] and min(first.groups) == (0, 64)
+
+
+def test_reshuffled_writes_shuffled_passes_and_a_one_pass_bucket(tmp_path):
+    """eole_shuffled: every pass holds each pair once, aligned, in an order of its own; Eole's bucket is one pass."""
+    import yaml
+
+    sp = tmp_path / "data" / "sp"
+    sp.mkdir(parents=True)
+    (tmp_path / "eole").mkdir()
+    zh = [f"z{i}" for i in range(30)]
+    (sp / "train.zh").write_text("".join(x + "\n" for x in zh), encoding="utf-8")
+    (sp / "train.en").write_text("".join(x.replace("z", "e") + "\n" for x in zh), encoding="utf-8")
+    (tmp_path / "eole" / "bench_small.yaml").write_text("seed: 42\ntraining:\n  batch_size: 64\n")
+    ablate_gap.reshuffled(tmp_path)
+    got_zh = (sp / "train.zh").read_text(encoding="utf-8").splitlines()
+    got_en = (sp / "train.en").read_text(encoding="utf-8").splitlines()
+    assert len(got_zh) == 30 * ablate_gap.EOLE_PASSES
+    assert [z.replace("z", "e") for z in got_zh] == got_en
+    passes = [got_zh[k * 30:(k + 1) * 30] for k in range(ablate_gap.EOLE_PASSES)]
+    assert all(sorted(p) == sorted(zh) for p in passes) and passes[0] != passes[1] and passes[0] != zh
+    cfg = yaml.safe_load((tmp_path / "eole" / "bench_small.yaml").read_text())
+    assert cfg["training"] == {"batch_size": 64, "bucket_size": 30} and cfg["seed"] == 42

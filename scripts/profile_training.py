@@ -1,0 +1,108 @@
+"""Where a training step spends its time: ``torch.profiler`` over warm updates of an experiment, written as a record
+(the top ops by self CPU time, their share, calls, and the matmuls' share), so the bound on training speed is data.
+
+    python scripts/profile_training.py --config bench_small --data ../shared/data/tatoeba-cmn-eng \\
+        --json docs/results/profile_train_bench_small_fp32.json
+
+The updates are the trainer's (``benchmark.py``'s step: forward, backward, clipping, fused Adam) on the corpus's own
+batches, in fp32 unless ``--precision`` says otherwise. First ``--warmup`` updates untimed, then ``--steps`` timed
+without the profiler (target tokens/s), then the same number profiled. ``matmul_share`` is the share of op time in
+matrix products (mm, addmm, bmm and the like): were every other op free, a step would take that share of its time,
+so ``1 / matmul_share`` bounds what removing overheads alone can gain. A peer doing the same matmuls at the same
+rate cannot be outrun by more than that bound times its own overhead ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmark import compose_config, prepare_corpus  # noqa: E402
+from profile_decoding import top_ops  # noqa: E402
+
+from nmt.batching import epoch_batches  # noqa: E402
+from nmt.device import autocast, cpu_info, set_threads  # noqa: E402
+from nmt.model import build_model  # noqa: E402
+from nmt.ops import fast_ops  # noqa: E402
+from nmt.optim import build_optimizer  # noqa: E402
+from nmt.run_folder import git_commit  # noqa: E402
+from nmt.tokenizer import PAD  # noqa: E402
+from nmt.update import batch_loss  # noqa: E402
+
+MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation",
+           "aten::mkldnn_rnn_layer", "aten::mkldnn_rnn_layer_backward")  # the oneDNN LSTM layer: its gate matmuls
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", default="bench_small", help="experiment name under nmt/configs/experiment/")
+    p.add_argument("--data", help="folder with train/dev.{zh,en} (default: the packaged Tatoeba corpus)")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "bf16_output"))
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--rows", type=int, default=20, help="ops in the record (default 20)")
+    p.add_argument("--json", type=Path)
+    p.add_argument("overrides", nargs="*", help="extra config overrides, key=value")
+    args = p.parse_args()
+    cfg = compose_config(args.config, [*args.overrides, f"trainer.precision={args.precision}"], args.data)
+    tr = cfg.trainer
+    set_threads(tr.threads)
+    device = torch.device("cpu")
+    torch.manual_seed(tr.seed)
+    corpus = prepare_corpus(cfg)
+    tok = corpus.tokenizer
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, fast_ops(False)).train()
+    opt = build_optimizer(tr, model.parameters())
+    rng, batches = random.Random(tr.seed), []
+    while len(batches) < args.warmup + 2 * args.steps:
+        batches += epoch_batches(corpus.train, tr.batch_tokens, rng, tr.batch_sentences or 100_000)
+
+    def step(b) -> None:
+        with autocast(device, args.precision):
+            loss = batch_loss(model, b, tr.label_smoothing, precision=args.precision)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tr.clip_norm)
+        opt.step()
+
+    for b in batches[: args.warmup]:
+        step(b)
+    timed = batches[args.warmup : args.warmup + args.steps]
+    t0 = time.perf_counter()
+    for b in timed:
+        step(b)
+    seconds = time.perf_counter() - t0
+    tgt_tokens = sum(int((b.tgt_out != PAD).sum()) - b.size for b in timed)  # without EOS, as the peers' harness
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for b in batches[args.warmup + args.steps : args.warmup + 2 * args.steps]:
+            step(b)
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    total_ms = sum(e.self_cpu_time_total for e in events) / 1000
+    matmul_ms = sum(e.self_cpu_time_total for e in events if e.key in MATMULS) / 1000
+    ops = top_ops(prof, args.rows)
+    for o in ops:
+        print(f"{o['op']:<36} {o['self_ms']:9.1f} ms  {o['share']:6.1%}  {o['calls']:>7} calls")
+    print(f"{args.steps} updates: {tgt_tokens / seconds:,.0f} target tokens/s unprofiled; profiled op time "
+          f"{total_ms:,.0f} ms, matmuls {matmul_ms / total_ms:.1%}: every other op free would give "
+          f"{total_ms / matmul_ms:.2f}x")
+    if args.json:
+        record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
+                  "command": sys.argv, "cpu": cpu_info(), "threads": torch.get_num_threads(), "config": args.config,
+                  "overrides": args.overrides, "precision": args.precision, "steps": args.steps,
+                  "mean_batch_sents": sum(b.size for b in timed) / len(timed), "tgt_tok_per_s": tgt_tokens / seconds,
+                  "total_ms": total_ms, "matmul_ms": matmul_ms, "matmul_share": matmul_ms / total_ms, "ops": ops}
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

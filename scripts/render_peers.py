@@ -1,0 +1,68 @@
+"""Renderers for the records measured beside the peers: decoding speed (docs/results/peer_decode*.json) and the BLEU
+gap's ablation (gap_ablation*.json), used by scripts/render_records.py (kept apart: that module is at the house's
+300-line limit)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+RECORDS = Path(__file__).resolve().parents[1] / "docs" / "results"
+
+
+def machine(cpu: dict) -> str:
+    """A record's CPU as the tables name it: model, cores, the AMX/AVX-512 flags."""
+    return f"{cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags']) or 'none of amx/avx512'}"
+
+
+PEERS = {"eole": "Eole", "onmt": "OpenNMT-py"}
+
+
+def decode_side_by_side() -> str:
+    """scripts/decode_side_by_side.py records: ours and the peers' sentences/s on the same test set, medians, ratios."""
+    out = []
+    for path in sorted(RECORDS.glob("peer_decode*.json")):
+        r = json.loads(path.read_text())
+        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}; {r['threads']} threads; "
+                f"medians of {r['rounds']} alternating rounds):", "",
+                "| peer | batch | search | ours | ours sents/s | peer sents/s (fp32) | ratio | BLEU ours / peer |",
+                "| --- | --- | --- | --- | ---: | ---: | ---: | --- |"]
+        for x in r["rows"]:  # records before OpenNMT-py joined hold Eole alone, under eole_* keys
+            peer, theirs = x.get("peer", "eole"), x.get("peer_sents_per_s", x.get("eole_sents_per_s"))
+            out.append(f"| {PEERS[peer]} | {x['batch']} | {x['search']} | {x['precision']} | {x['ours_sents_per_s']:,.0f} | "
+                       f"{theirs:,.0f} | {x['ratio']:.2f}× | {x['ours_bleu']:.2f} / "
+                       f"{x.get('peer_bleu', x.get('eole_bleu')):.2f} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def gap_ablation() -> str:
+    """scripts/ablate_gap.py records: our bench-small moved toward Eole one factor at a time, and Eole toward us."""
+    out = []
+
+    def ppl(row: dict) -> str:  # the last validation's dev perplexity, and the lowest where it was lower
+        curve = row.get("dev_ppl") or []
+        if not curve:
+            return "–"
+        low = min(curve, key=lambda c: c[1])
+        return f"{curve[-1][1]:.1f}" + (f" ({low[1]:.1f} at {low[0]:,})" if low != curve[-1] else "")
+
+    for path in sorted(RECORDS.glob("gap_ablation*.json")):
+        r = json.loads(path.read_text())
+        base = r["rows"]["baseline"]
+        rows = [(name, row) for name, row in r["rows"].items()] + list(r.get("peer_rows", {}).items())
+        if not r.get("peer_rows"):
+            rows.append(("Eole 0.6.4 (`side_by_side_eole.json`)", {"moves": "the peer itself", **json.loads(
+                (RECORDS / "side_by_side_eole.json").read_text())["rows"]["eole@default"]["theirs"][0]}))
+        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}):", "",
+                "| variant | what moves | updates | dev ppl last (lowest) | BLEU greedy | BLEU beam 5 | beam 5 − baseline |",
+                "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        out += [f"| {name} | {row['moves']} | {row.get('steps', row.get('budget_steps')):,} | {ppl(row)} | "
+                f"{row['bleu_greedy']:.2f} | {row['bleu_beam5']:.2f} | {row['bleu_beam5'] - base['bleu_beam5']:+.2f} |"
+                for name, row in rows]
+        out.append("")
+    return "\n".join(out)
+
+
+PEERS_RENDERERS: dict[str, Callable[[], str]] = {"decode_side_by_side": decode_side_by_side, "gap_ablation": gap_ablation}
