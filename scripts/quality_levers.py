@@ -19,7 +19,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = {"baseline": ["trainer.keep_last=5"], "tied": ["model.tie_embeddings=decoder"],
-            "sampling": ["tokenizer.sample_alpha=0.1"], "sampling05": ["tokenizer.sample_alpha=0.5"]}
+            "sampling": ["tokenizer.sample_alpha=0.1"], "sampling05": ["tokenizer.sample_alpha=0.5"],
+            "batch1400": ["trainer.batch_tokens=1400"],  # twice the recipe's batch (400 did worse than 700)
+            "sents64": ["trainer.batch_sentences=64", "trainer.batch_tokens=100000"]}  # the peers' batches (gap ablation)
 
 
 def run(cmd: list[str], log: Path) -> None:

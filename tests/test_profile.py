@@ -26,3 +26,22 @@ def test_top_ops_are_the_heaviest_with_their_share_and_calls():
     calls = {o["op"]: o["calls"] for o in ops}
     assert calls.get("aten::tanh") == 3 and any("mm" in k for k in calls)
     assert len(top_ops(prof, 1)) == 1
+
+
+def test_profile_training_writes_the_steps_profile_and_the_matmul_share(tmp_path, cli_env, train_overrides):
+    """scripts/profile_training.py on the tiny model: timed tokens/s, the top ops heaviest first, a matmul share."""
+    import json
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "profile_training.py"
+    out = tmp_path / "profile.json"
+    overrides = [o for o in train_overrides if not o.startswith(("+experiment", "trainer.device"))]
+    proc = subprocess.run([sys.executable, str(script), "--config", "zh_en_local_p", "--warmup", "1", "--steps", "2",
+                           "--rows", "8", "--json", str(out), *overrides], capture_output=True, text=True,
+                          env=cli_env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["precision"] == "fp32" and r["steps"] == 2 and r["tgt_tok_per_s"] > 0
+    assert [o["self_ms"] for o in r["ops"]] == sorted((o["self_ms"] for o in r["ops"]), reverse=True)
+    assert 0 < r["matmul_share"] < 1 and r["matmul_ms"] <= r["total_ms"]
+    assert "every other op free would give" in proc.stdout
