@@ -45,8 +45,8 @@ def gap_ablation() -> str:
         curve = row.get("dev_ppl") or []
         if not curve:
             return "–"
-        low = min(curve, key=lambda c: c[1])
-        return f"{curve[-1][1]:.1f}" + (f" ({low[1]:.1f} at {low[0]:,})" if low != curve[-1] else "")
+        low, last = min(curve, key=lambda c: c[1]), f"{curve[-1][1]:.1f}"
+        return last + (f" ({low[1]:.1f} at {low[0]:,})" if f"{low[1]:.1f}" != last else "")
 
     for path in sorted(RECORDS.glob("gap_ablation*.json")):
         r = json.loads(path.read_text())

@@ -166,13 +166,17 @@ def side_by_side() -> str:
 
 
 def profiles() -> str:
-    """scripts/profile_decoding.py records: the top ops of a warm decoding pass, side by side per record."""
+    """scripts/profile_decoding.py and profile_training.py records: the top ops of a warm decoding pass or of training
+    updates, one table per record."""
     records = [(p.name, json.loads(p.read_text())) for p in sorted(RECORDS.glob("profile_*.json"))]
     out = []
     for name, r in records:
+        what = (f"{r['config']}, {r['steps']} training updates of {r['mean_batch_sents']:.0f} sentences, "
+                f"{r['tgt_tok_per_s']:,.0f} target tokens/s unprofiled; matmuls {r['matmul_share']:.1%}, so every other "
+                f"op free would give {1 / r['matmul_share']:.2f}×" if "config" in r else  # scripts/profile_training.py
+                f"beam {r['beam']}, batches of {r['batch_sentences']:,} sentences, {r['sentences']:,} sentences")
         out.append(f"`{name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}, {r['threads']} threads; "
-                   f"{r['precision']}, beam {r['beam']}, batches of {r['batch_sentences']:,} sentences, "
-                   f"{r['sentences']:,} sentences; {r['total_ms']:,.0f} ms of op time):\n")
+                   f"{r['precision']}, {what}; {r['total_ms']:,.0f} ms of op time):\n")
         out += ["| op | self ms | share | calls |", "| --- | ---: | ---: | ---: |"]
         out += [f"| `{o['op']}` | {o['self_ms']:,.1f} | {o['share']:.1%} | {o['calls']:,} |" for o in r["ops"][:10]]
         out.append("")
