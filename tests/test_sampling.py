@@ -90,3 +90,25 @@ def test_a_run_trains_with_sampled_segmentations_and_resumes_them(hsk_cfg, tmp_p
     assert whole["history"][-1]["valid_loss"] == pytest.approx(resumed["history"][-1]["valid_loss"], rel=1e-6)
     plain = train(cfg(4, alpha=0.0), tmp_path / "plain")  # the same run on the best segmentations
     assert plain["history"][-1]["valid_loss"] != pytest.approx(whole["history"][-1]["valid_loss"], rel=1e-6)
+
+
+def test_sampled_batches_are_cut_to_hold_the_tokens_of_unsampled_ones(hsk_cfg, prepared):
+    """Batches are cut by the best lengths scaled by sampling's measured inflation: a sampled batch holds about as
+    many real target tokens as an unsampled one, where cut by the best lengths it held the inflation's share more."""
+    import random
+    import statistics
+
+    from nmt.batching import Pairs, epoch_batches
+    from nmt.sampling import inflation
+
+    pairs = training_pairs(prepared, with_alpha(hsk_cfg, 0.1), 50, 42)
+    x_src, x_tgt = inflation(pairs.rows, prepared.train, 42)
+    assert x_tgt > 1.2 and inflation(pairs.rows, prepared.train, 42) == (x_src, x_tgt)  # seeded: every start alike
+    assert (pairs.tgt_lens >= prepared.train.tgt_lens).all() and pairs.tgt_lens.max() <= 50
+
+    def tokens(p: Pairs) -> float:  # mean real target tokens of a batch, as sampled
+        return statistics.mean(int((b.tgt_out != 0).sum()) for b in epoch_batches(p, 700, random.Random(0))[:60])
+
+    by_best = Pairs(prepared.train.src_lens, prepared.train.tgt_lens, pairs.rows)  # as before: sampled, cut by best
+    unsampled = tokens(prepared.train)
+    assert abs(tokens(pairs) / unsampled - 1) < 0.15 and tokens(by_best) > 1.25 * unsampled
