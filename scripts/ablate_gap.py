@@ -192,8 +192,8 @@ def eole_run(name: str, harness: Path, bench: Path) -> dict:
         shutil.copytree(harness, bench, ignore=shutil.ignore_patterns("work", "results"))
         if name == "eole_shuffled":
             reshuffled(bench)
-        env = {**os.environ, "BENCH_DECODE_BATCH": "default", "BENCH_TPUT_REPEATS": "1", "BENCH_TPUT_WARMUP": "5",
-               "BENCH_TPUT_STEPS": "20", "BENCH_DECODE_REPEATS": "1"}
+        env = {**os.environ, "BENCH_DECODE_BATCH": "default", "BENCH_TPUT_REPEATS": "1", "BENCH_TPUT_WARMUP": "50",
+               "BENCH_TPUT_STEPS": "50", "BENCH_DECODE_REPEATS": "1"}  # multiples of its report_every (50)
         subprocess.run(["bash", str(bench / "run_eole.sh")], env=env, check=True)
     r = json.loads((bench / "results" / "eole.json").read_text())
     log = (bench / "work" / "eole" / "budget.log").read_text(encoding="utf-8", errors="replace")
