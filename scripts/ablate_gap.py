@@ -183,8 +183,9 @@ def reshuffled(bench: Path, seed: int = 1234) -> None:
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 
-def eole_run(name: str, harness: Path, bench: Path) -> dict:
-    """Run (unless done) the harness's run_eole.sh in ``bench``, a copy of ``harness`` changed for the variant; the row."""
+def eole_run(name: str, harness: Path, bench: Path, batch1: bool = False) -> dict:
+    """Run (unless done) the harness's run_eole.sh in ``bench``, a copy of ``harness`` changed for the variant; the row
+    (with ``batch1`` also greedy BLEU decoding one sentence a batch)."""
     if not (bench / "results" / "eole.json").exists():
         if not (harness / "data" / "meta.json").exists():
             raise SystemExit(f"--harness {harness}: no prepared data (data/meta.json); run ../shared/bench/peers/run.sh once")
@@ -202,14 +203,16 @@ def eole_run(name: str, harness: Path, bench: Path) -> dict:
     row = {"steps": r["budget"]["steps_at_eval_checkpoint"], "dev_ppl": [[every * (i + 1), p] for i, p in enumerate(ppl)]}
     for label in ("greedy", "beam5"):
         row[f"bleu_{label}"], row[f"chrf_{label}"] = r["test"][label]["bleu"], r["test"][label]["chrf"]
-    if r["test"]["beam5"]["batch_setting"] != "default":  # a run decoded at large batches: its checkpoint again, at Eole's
-        from decode_side_by_side import peer_decode  # default (its BLEU falls at large batches: benchmarks.md)
+    from decode_side_by_side import peer_decode
 
-        checkpoint = str(bench / "work" / "eole" / "budget" / r["budget"]["eval_checkpoint"])
-        work = Path(tempfile.mkdtemp(prefix="ablate_gap_eole_"))
-        for label, beam in (("greedy", 1), ("beam5", 5)):
-            row[f"bleu_{label}"] = peer_decode("eole", bench, checkpoint, beam, "default", 2, work)["bleu"]
+    checkpoint = str(bench / "work" / "eole" / "budget" / r["budget"]["eval_checkpoint"])
+    work, venvs = Path(tempfile.mkdtemp(prefix="ablate_gap_eole_")), harness.parent  # run.sh's venvs, beside it
+    if r["test"]["beam5"]["batch_setting"] != "default":  # a run decoded at large batches: its checkpoint again, at Eole's
+        for label, beam in (("greedy", 1), ("beam5", 5)):  # default (its BLEU falls at large batches: benchmarks.md)
+            row[f"bleu_{label}"] = peer_decode("eole", bench, checkpoint, beam, "default", 2, work, venvs)["bleu"]
             row[f"chrf_{label}"] = None  # the harness's score writes BLEU only to what peer_decode returns
+    if batch1:  # one sentence a batch: no padding in Eole's inference, which reads it (its BLEU falls with batch size)
+        row["bleu_greedy_sents1"] = peer_decode("eole", bench, checkpoint, 1, "sents:1", 2, work, venvs)["bleu"]
     return row
 
 
@@ -220,6 +223,8 @@ def main() -> int:
     p.add_argument("--eole-variants", default="", help=f"the peer moved toward us: {', '.join(EOLE_VARIANTS)}")
     p.add_argument("--harness", type=Path, default=Path.home() / ".cache/nmt-peers/bench",
                    help="the harness's writable copy with prepared data (../shared/bench/peers/run.sh makes it)")
+    p.add_argument("--eole-batch1", action="store_true",
+                   help="also decode each Eole model greedily one sentence a batch (no padding read; about 2 minutes)")
     p.add_argument("--steps", type=int, default=8400)
     p.add_argument("--out", type=Path, default=Path("/tmp/gap_ablation"))
     p.add_argument("--reuse", action="append", default=[], metavar="VARIANT=RUN_DIR",
@@ -262,7 +267,7 @@ def main() -> int:
     for name in peer_names:
         t0 = time.perf_counter()
         bench = Path(reuse.get(name, args.out / name)).expanduser().resolve()
-        row = eole_run(name, args.harness.expanduser().resolve(), bench)
+        row = eole_run(name, args.harness.expanduser().resolve(), bench, args.eole_batch1)
         row.update(moves=EOLE_VARIANTS[name], reused=name in reuse, wall_minutes=(time.perf_counter() - t0) / 60)
         record["peer_rows"][name] = row
         print(f"{name}: {row['steps']} steps, BLEU greedy {row['bleu_greedy']:.2f}, beam 5 {row['bleu_beam5']:.2f}",

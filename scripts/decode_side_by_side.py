@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -43,20 +44,23 @@ PEER_COMMAND = {"eole": ["eole.bin.main", "predict", "-model_path"], "onmt": ["o
 PEER_NAME = {"eole": "Eole", "onmt": "OpenNMT-py"}
 
 
-def peer_decode(peer: str, bench: Path, checkpoint: str, beam: int, batch: str, threads: int, work: Path) -> dict:
-    """One decode of the harness's test set by ``peer`` (eole, onmt), timed and scored by the harness's own tools."""
+def peer_decode(peer: str, bench: Path, checkpoint: str, beam: int, batch: str, threads: int, work: Path,
+                venvs: Optional[Path] = None) -> dict:
+    """One decode of the harness's test set by ``peer`` (eole, onmt), timed and scored by the harness's own tools;
+    the harness's venvs in ``venvs`` (default: beside ``bench``, as ../shared/bench/peers/run.sh makes them)."""
+    venvs = venvs or bench.parent
     kind, _, size = (PEER_DEFAULT if batch == "default" else batch).partition(":")
     hyp, log, timev = work / "hyp.txt", work / "decode.log", work / "decode.timev"
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
-    command = [str(bench.parent / f"{peer}-venv" / "bin" / "python"), str(bench / "sigint_run.py"), *PEER_COMMAND[peer]]
+    command = [str(venvs / f"{peer}-venv" / "bin" / "python"), str(bench / "sigint_run.py"), *PEER_COMMAND[peer]]
     with open(log, "w") as out:
         subprocess.run(["/usr/bin/time", "-v", "-o", str(timev), *command, checkpoint,
                         "-src", str(bench / "data" / "sp" / "test.zh"), "-output", str(hyp), "-beam_size", str(beam),
                         "-max_length", "100", "-max_length_ratio", "0", "-length_penalty", "wu", "-alpha", "1.0",
                         "-batch_type", kind, "-batch_size", size, "-report_time"],
                        env=env, cwd=bench, stdout=out, stderr=subprocess.STDOUT, check=True)
-    bu = [str(bench.parent / "bench-venv" / "bin" / "python"), str(bench / "bench_util.py")]
+    bu = [str(venvs / "bench-venv" / "bin" / "python"), str(bench / "bench_util.py")]
     n = sum(1 for _ in open(bench / "data" / "sp" / "test.zh", encoding="utf-8"))
     subprocess.run([*bu, "decode", "--toolkit", peer, "--log", str(log), "--timev", str(timev), "--hyp", str(hyp),
                     "--n", str(n), "--beam", str(beam), "--batch-size", size, "--batch-type", kind,
