@@ -55,9 +55,8 @@ def gap_ablation() -> str:
         r = json.loads(path.read_text())
         base = r["rows"]["baseline"]
         rows = [(name, row) for name, row in r["rows"].items()] + list(r.get("peer_rows", {}).items())
-        if not r.get("peer_rows"):
-            rows.append(("Eole 0.6.4 (`side_by_side_eole.json`)", {"moves": "the peer itself", **json.loads(
-                (RECORDS / "side_by_side_eole.json").read_text())["rows"]["eole@default"]["theirs"][0]}))
+        eole_round = json.loads((RECORDS / "side_by_side_eole.json").read_text())["rows"]["eole@default"]["theirs"][0]
+        rows.append(("Eole 0.6.4 (`side_by_side_eole.json`)", {"moves": "the peer itself, in its own round", **eole_round}))
         out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}):", "",
                 "| variant | what moves | updates | dev ppl last (lowest) | BLEU greedy | BLEU beam 5 | beam 5 − baseline |",
                 "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
