@@ -49,6 +49,7 @@ EOLE_VARIANTS = {
     "eole_as_is": "Eole 0.6.4 as the harness runs it",
     "eole_shuffled": "the corpus in a new random order at every pass, a pass a bucket (batch-mates change, as ours)",
     "eole_shuffled_s43": "the same with another seed (Eole's and the passes' orders)",
+    "eole_shuffled_steps": "eole_shuffled stopped at --steps updates, not at 15 minutes",
 }
 EOLE_PASSES = 25  # eole_shuffled: passes written (Eole's 15 minutes read about 20)
 EOLE_BUCKET, EOLE_SENTS = 262_144, 64  # eole/config/training.py: bucket_size's default; bench_small.yaml: batch_size
@@ -165,7 +166,7 @@ def batch_mates(harness: Path, sample: int = 2000) -> dict:
                              "distinct_per_batch": float(np.mean([len(set(b)) for b in ours[0]]))}}
 
 
-def reshuffled(bench: Path, seed: int = 1234, eole_seed: int = 42) -> None:
+def reshuffled(bench: Path, seed: int = 1234, eole_seed: int = 42, steps: int = 0) -> None:
     """eole_shuffled: the training files become EOLE_PASSES passes over the corpus, each in its own random order, and
     Eole's bucket one pass (its reading order is then a new shuffle each pass; vocabulary counts scale alike)."""
     import yaml
@@ -182,10 +183,12 @@ def reshuffled(bench: Path, seed: int = 1234, eole_seed: int = 42) -> None:
     cfg = yaml.safe_load(cfg_path.read_text())
     cfg["training"]["bucket_size"] = len(zh)
     cfg["seed"] = eole_seed
+    if steps:  # Eole stops there by itself (and saves: save_checkpoint_steps divides it)
+        cfg["training"]["train_steps"] = steps
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 
-def eole_run(name: str, harness: Path, bench: Path, batch1: bool = False) -> dict:
+def eole_run(name: str, harness: Path, bench: Path, batch1: bool = False, steps: int = 0) -> dict:
     """Run (unless done) the harness's run_eole.sh in ``bench``, a copy of ``harness`` changed for the variant; the row
     (with ``batch1`` also greedy BLEU decoding one sentence a batch)."""
     if not (bench / "results" / "eole.json").exists():
@@ -197,8 +200,12 @@ def eole_run(name: str, harness: Path, bench: Path, batch1: bool = False) -> dic
             reshuffled(bench)
         elif name == "eole_shuffled_s43":
             reshuffled(bench, 1234 + 43, 43)
+        elif name == "eole_shuffled_steps":
+            reshuffled(bench, steps=steps)
         env = {**os.environ, "BENCH_DECODE_BATCH": "default", "BENCH_TPUT_REPEATS": "1", "BENCH_TPUT_WARMUP": "50",
                "BENCH_TPUT_STEPS": "50", "BENCH_DECODE_REPEATS": "1"}  # multiples of its report_every (50)
+        if name.endswith("_steps"):
+            env["BENCH_BUDGET_S"] = "14400"  # the update count stops it, not the clock
         subprocess.run(["bash", str(bench / "run_eole.sh")], env=env, check=True)
     r = json.loads((bench / "results" / "eole.json").read_text())
     log = (bench / "work" / "eole" / "budget.log").read_text(encoding="utf-8", errors="replace")
@@ -271,7 +278,7 @@ def main() -> int:
     for name in peer_names:
         t0 = time.perf_counter()
         bench = Path(reuse.get(name, args.out / name)).expanduser().resolve()
-        row = eole_run(name, args.harness.expanduser().resolve(), bench, args.eole_batch1)
+        row = eole_run(name, args.harness.expanduser().resolve(), bench, args.eole_batch1, args.steps)
         row.update(moves=EOLE_VARIANTS[name], reused=name in reuse, wall_minutes=(time.perf_counter() - t0) / 60)
         record["peer_rows"][name] = row
         print(f"{name}: {row['steps']} steps, BLEU greedy {row['bleu_greedy']:.2f}, beam 5 {row['bleu_beam5']:.2f}",
