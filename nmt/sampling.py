@@ -73,7 +73,7 @@ def training_pairs(prepared: Prepared, tok_cfg: TokenizerConfig, max_tokens: int
     rows = SampledRows(train, prepared.tokenizer, tok_cfg.sample_alpha, tok_cfg.sample_nbest, max_tokens, seed)
     best = prepared.train
     src_x, tgt_x = inflation(rows, best, seed)
-    log.info("subword sampling (alpha %g): sides %.2fx and %.2fx as many pieces; batches are cut by lengths scaled so",
+    log.info("subword sampling (alpha %g): sides %.2fx and %.2fx as many pieces; batches cut by best lengths times these",
              tok_cfg.sample_alpha, src_x, tgt_x)
     scaled = [np.minimum(np.ceil(lens * x), max_tokens).astype(np.int32) for lens, x in
               ((best.src_lens, src_x), (best.tgt_lens, tgt_x))]  # a side over max_tokens keeps its best segmentation

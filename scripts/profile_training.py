@@ -25,18 +25,18 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nmt.batching import epoch_batches
+from nmt.device import autocast, cpu_info, set_threads
+from nmt.model import build_model
+from nmt.ops import fast_ops
+from nmt.optim import build_optimizer
+from nmt.run_folder import git_commit
+from nmt.tokenizer import PAD
+from nmt.update import batch_loss
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts below
 from benchmark import compose_config, prepare_corpus  # noqa: E402
 from profile_decoding import top_ops  # noqa: E402
-
-from nmt.batching import epoch_batches  # noqa: E402
-from nmt.device import autocast, cpu_info, set_threads  # noqa: E402
-from nmt.model import build_model  # noqa: E402
-from nmt.ops import fast_ops  # noqa: E402
-from nmt.optim import build_optimizer  # noqa: E402
-from nmt.run_folder import git_commit  # noqa: E402
-from nmt.tokenizer import PAD  # noqa: E402
-from nmt.update import batch_loss  # noqa: E402
 
 MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation",
            "aten::mkldnn_rnn_layer", "aten::mkldnn_rnn_layer_backward")  # the oneDNN LSTM layer: its gate matmuls
