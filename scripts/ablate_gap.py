@@ -43,6 +43,9 @@ VARIANTS: dict[str, tuple[str, list[str], list[str]]] = {
     "eole_batches": ("Eole's batches: 64 sentences cut from 262,144-pair buckets of the corpus read in order, "
                      "sorted by length", ["trainer.valid_every=1000"], ["eole_batches"]),
     "eole_batches_s43": ("the same with another seed", ["trainer.valid_every=1000", "trainer.seed=43"], ["eole_batches"]),
+    "harness_spm": ("the harness's sentencepiece models (the peers' pieces), our batches", [], ["harness_spm"]),
+    "eole_batches_harness_spm": ("Eole's batches and the peers' pieces", ["trainer.valid_every=1000"],
+                                 ["eole_batches", "harness_spm"]),
 }
 # the peer's variants: what moves toward us (run by eole_run)
 EOLE_VARIANTS = {
@@ -55,7 +58,7 @@ EOLE_PASSES = 25  # eole_shuffled: passes written (Eole's 15 minutes read about 
 EOLE_BUCKET, EOLE_SENTS = 262_144, 64  # eole/config/training.py: bucket_size's default; bench_small.yaml: batch_size
 
 
-def unpacked() -> None:
+def unpacked(run_dir: Path, harness: Path) -> None:
     """Eole's encoder: every source row runs to the batch's longest length (its padding included)."""
     import nmt.encoder as enc
 
@@ -67,7 +70,7 @@ def unpacked() -> None:
     enc.pack_padded_sequence = over_the_padding
 
 
-def eole_batches() -> None:
+def eole_batches(run_dir: Path, harness: Path) -> None:
     """Eole's training batches (eole/inputters/dynamic_iterator.py): the corpus read in order and cycled, a bucket
     of 262,144 pairs (9.7 passes over Tatoeba) sorted by (source length, target length) with a stable sort (equal
     lengths keep reading order), cut into runs of 64, the runs shuffled. A sentence meets the same batch-mates at
@@ -93,14 +96,38 @@ def eole_batches() -> None:
         b.Pairs.from_lists(src, tgt), batch_tokens, rng, max_sentences)
 
 
-PATCHES = {"unpacked": unpacked, "eole_batches": eole_batches}
+def harness_spm(run_dir: Path, harness: Path) -> list[str]:
+    """The harness's sentencepiece models (the peers' pieces) as ours (``tokenizer.src_model``, ``tgt_model``): a
+    <pad> piece put first, so the ids are ours (pad 0, unk 1, bos 2, eos 3); the segmentation does not change
+    (control pieces take no part in it). Returns the overrides."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    overrides = []
+    for side, lang in (("src", "zh"), ("tgt", "en")):
+        m = pb.ModelProto()
+        m.ParseFromString((harness / "data" / f"spm.{lang}.model").read_bytes())
+        t = m.trainer_spec
+        special = {i: m.pieces[i] for i in (t.unk_id, t.bos_id, t.eos_id)}
+        pieces = [pb.ModelProto.SentencePiece(piece="<pad>", score=0.0, type=pb.ModelProto.SentencePiece.CONTROL),
+                  *(special[i] for i in (t.unk_id, t.bos_id, t.eos_id)),
+                  *(x for i, x in enumerate(m.pieces) if i not in special)]
+        del m.pieces[:]
+        m.pieces.extend(pieces)
+        t.pad_id, t.unk_id, t.bos_id, t.eos_id, t.pad_piece = 0, 1, 2, 3, "<pad>"
+        path = run_dir / f"harness_spm.{lang}.model"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(m.SerializeToString())
+        overrides.append(f"tokenizer.{side}_model={path}")
+    return overrides
 
 
-def child(name: str, run_dir: Path, data: str, steps: int) -> None:
+PATCHES = {"unpacked": unpacked, "eole_batches": eole_batches, "harness_spm": harness_spm}
+
+
+def child(name: str, run_dir: Path, data: str, steps: int, harness: Path) -> None:
     """Train the variant in this process (its patches applied), then score the final weights."""
     _, overrides, patches = VARIANTS[name]
-    for p in patches:
-        PATCHES[p]()
+    overrides = overrides + [o for p in patches for o in PATCHES[p](run_dir, harness) or []]
     if not (run_dir / "checkpoints" / "last.pt").exists():
         base = ["+experiment=bench_small", "data=files", f"data.dir={data}", "trainer.max_minutes=0",
                 f"trainer.max_steps={steps}", f"trainer.valid_every={steps}", "trainer.test_beam=0",
@@ -245,7 +272,7 @@ def main() -> int:
     args = p.parse_args()
     data = str(Path(args.data).resolve())
     if args.child:
-        child(args.child[0], Path(args.child[1]), data, args.steps)
+        child(args.child[0], Path(args.child[1]), data, args.steps, args.harness.expanduser().resolve())
         return 0
     names = [n for n in args.variants.split(",") if n]
     peer_names = [n for n in args.eole_variants.split(",") if n]
@@ -264,8 +291,8 @@ def main() -> int:
     for name in names:
         run_dir = Path(reuse.get(name, args.out / name)).resolve()
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, __file__, "--data", data, "--steps", str(args.steps), "--child", name,
-                        str(run_dir)], check=True, cwd=ROOT)
+        subprocess.run([sys.executable, __file__, "--data", data, "--steps", str(args.steps), "--harness",
+                        str(args.harness), "--child", name, str(run_dir)], check=True, cwd=ROOT)
         row = json.loads((run_dir / "ablation.json").read_text())
         row.update(moves=VARIANTS[name][0], overrides=VARIANTS[name][1], patches=VARIANTS[name][2],
                    reused=name in reuse, wall_minutes=(time.perf_counter() - t0) / 60)

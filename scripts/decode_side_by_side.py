@@ -45,10 +45,11 @@ PEER_NAME = {"eole": "Eole", "onmt": "OpenNMT-py"}
 
 
 def peer_decode(peer: str, bench: Path, checkpoint: str, beam: int, batch: str, threads: int, work: Path,
-                venvs: Optional[Path] = None) -> dict:
+                venvs: Optional[Path] = None, src: Optional[Path] = None, spm: Optional[Path] = None) -> dict:
     """One decode of the harness's test set by ``peer`` (eole, onmt), timed and scored by the harness's own tools;
-    the harness's venvs in ``venvs`` (default: beside ``bench``, as ../shared/bench/peers/run.sh makes them)."""
-    venvs = venvs or bench.parent
+    the harness's venvs in ``venvs`` (default: beside ``bench``, as ../shared/bench/peers/run.sh makes them); ``src``
+    and ``spm``: other source pieces of the same sentences, and the target sentencepiece model that detokenizes them."""
+    venvs, src = venvs or bench.parent, src or bench / "data" / "sp" / "test.zh"
     kind, _, size = (PEER_DEFAULT if batch == "default" else batch).partition(":")
     hyp, log, timev = work / "hyp.txt", work / "decode.log", work / "decode.timev"
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
@@ -56,17 +57,17 @@ def peer_decode(peer: str, bench: Path, checkpoint: str, beam: int, batch: str, 
     command = [str(venvs / f"{peer}-venv" / "bin" / "python"), str(bench / "sigint_run.py"), *PEER_COMMAND[peer]]
     with open(log, "w") as out:
         subprocess.run(["/usr/bin/time", "-v", "-o", str(timev), *command, checkpoint,
-                        "-src", str(bench / "data" / "sp" / "test.zh"), "-output", str(hyp), "-beam_size", str(beam),
+                        "-src", str(src), "-output", str(hyp), "-beam_size", str(beam),
                         "-max_length", "100", "-max_length_ratio", "0", "-length_penalty", "wu", "-alpha", "1.0",
                         "-batch_type", kind, "-batch_size", size, "-report_time"],
                        env=env, cwd=bench, stdout=out, stderr=subprocess.STDOUT, check=True)
     bu = [str(venvs / "bench-venv" / "bin" / "python"), str(bench / "bench_util.py")]
-    n = sum(1 for _ in open(bench / "data" / "sp" / "test.zh", encoding="utf-8"))
+    n = sum(1 for _ in open(src, encoding="utf-8"))
     subprocess.run([*bu, "decode", "--toolkit", peer, "--log", str(log), "--timev", str(timev), "--hyp", str(hyp),
                     "--n", str(n), "--beam", str(beam), "--batch-size", size, "--batch-type", kind,
                     "--batch-setting", batch, "--out", str(work / "decode.json")], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([*bu, "score", "--hyp", str(hyp), "--out", str(work / "score.json")], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([*bu, "score", "--hyp", str(hyp), "--out", str(work / "score.json"), *(["--spm", str(spm)] if spm else [])],
+                   check=True, stdout=subprocess.DEVNULL)
     timing = json.loads((work / "decode.json").read_text())
     return {"sents_per_s": timing["sents_per_s"], "bleu": json.loads((work / "score.json").read_text())["bleu"]}
 

@@ -13,7 +13,7 @@ import ablate_gap  # noqa: E402
 from nmt import encoder as enc  # noqa: E402
 
 
-def test_unpacked_runs_the_encoder_over_the_padding(monkeypatch):
+def test_unpacked_runs_the_encoder_over_the_padding(monkeypatch, tmp_path):
     """With the patch the shorter row's memory and final state change (its padding is read); the longest row's not."""
     monkeypatch.setattr(enc, "pack_padded_sequence", enc.pack_padded_sequence)  # undone after the test
     torch.manual_seed(0)
@@ -21,13 +21,13 @@ def test_unpacked_runs_the_encoder_over_the_padding(monkeypatch):
     src = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])
     lens = torch.tensor([4, 2])
     mem, (h, _) = model(src, lens)
-    ablate_gap.unpacked()
+    ablate_gap.unpacked(tmp_path, tmp_path)
     mem2, (h2, _) = model(src, lens)
     assert torch.allclose(mem[0], mem2[0]) and torch.allclose(h[:, 0], h2[:, 0])
     assert not torch.allclose(h[:, 1], h2[:, 1]) and not torch.allclose(mem[1, :2], mem2[1, :2])
 
 
-def test_eole_batches_read_the_corpus_in_order_sorted_by_length(monkeypatch):
+def test_eole_batches_read_the_corpus_in_order_sorted_by_length(monkeypatch, tmp_path):
     """A bucket is EOLE_BUCKET pairs read in corpus order (cycling), sorted by (source, target) length with ties in
     reading order, cut into runs of 64; the next bucket reads on where this one stopped (nmt.train's first call only
     sizes an epoch and reads nothing)."""
@@ -40,7 +40,7 @@ def test_eole_batches_read_the_corpus_in_order_sorted_by_length(monkeypatch):
     monkeypatch.setattr(batching, "epoch_batches", batching.epoch_batches)  # undone after the test
     monkeypatch.setattr(batching, "train_batches", batching.train_batches)
     monkeypatch.setattr(ablate_gap, "EOLE_BUCKET", 300)
-    ablate_gap.eole_batches()
+    ablate_gap.eole_batches(tmp_path, tmp_path)
     src = [[4] * (1 + i % 5) for i in range(110)]  # 110 pairs, source lengths 1..5
     tgt = [[4] * (1 + i % 3) for i in range(110)]
     pairs = batching.Pairs.from_lists(src, tgt)
@@ -78,3 +78,28 @@ def test_reshuffled_writes_shuffled_passes_and_a_one_pass_bucket(tmp_path):
     assert all(sorted(p) == sorted(zh) for p in passes) and passes[0] != passes[1] and passes[0] != zh
     cfg = yaml.safe_load((tmp_path / "eole" / "bench_small.yaml").read_text())
     assert cfg["training"] == {"batch_size": 64, "bucket_size": 30} and cfg["seed"] == 42
+
+
+def test_harness_spm_gives_the_peers_pieces_our_special_ids(tmp_path):
+    """The harness's sentencepiece models (unk 0, bos 1, eos 2, no pad) pass our tokenizer's id check once
+    converted, and segment every line as before."""
+    import sentencepiece as spm
+
+    from nmt.config import TokenizerConfig
+    from nmt.tokenizer import brought_model
+
+    lines = [f"the {w} number {i} goes home ." for i in range(300) for w in ("red", "blue", "green")][::7]
+    (tmp_path / "data").mkdir()
+    for lang in ("zh", "en"):
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(tmp_path / "data" / f"spm.{lang}"),
+                                       vocab_size=40, model_type="unigram")  # the harness's ids: its defaults
+    overrides = ablate_gap.harness_spm(tmp_path / "run", tmp_path)
+    assert [o.split("=")[0] for o in overrides] == ["tokenizer.src_model", "tokenizer.tgt_model"]
+    for lang, override in zip(("zh", "en"), overrides):
+        old = spm.SentencePieceProcessor(model_file=str(tmp_path / "data" / f"spm.{lang}.model"))
+        cfg = TokenizerConfig(src_model=override.split("=", 1)[1])
+        new = spm.SentencePieceProcessor(model_proto=brought_model(cfg, "src_model"))  # our check passes
+        assert (new.pad_id(), new.unk_id(), new.bos_id(), new.eos_id()) == (0, 1, 2, 3)
+        assert old.pad_id() == -1 and new.get_piece_size() == old.get_piece_size() + 1
+        for text in lines[:20] + ["an unseen word: zebra"]:
+            assert new.encode(text, out_type=str) == old.encode(text, out_type=str)
