@@ -1,6 +1,6 @@
-"""Renderers for the records measured beside the peers: decoding speed (docs/results/peer_decode*.json) and the BLEU
-gap's ablation (gap_ablation*.json), used by scripts/render_records.py (kept apart: that module is at the house's
-300-line limit)."""
+"""Renderers for the records measured beside the peers: decoding speed (docs/results/peer_decode*.json), the BLEU
+gap's ablation (gap_ablation*.json) and each side's weights under each side's search (swap_search*.json), used by
+scripts/render_records.py (kept apart: that module is at the house's 300-line limit)."""
 
 from __future__ import annotations
 
@@ -67,4 +67,27 @@ def gap_ablation() -> str:
     return "\n".join(out)
 
 
-PEERS_RENDERERS: dict[str, Callable[[], str]] = {"decode_side_by_side": decode_side_by_side, "gap_ablation": gap_ablation}
+def swap_search() -> str:
+    """scripts/swap_search.py records: each side's weights under each side's search, BLEU on the peers' test set."""
+    out = []
+    for path in sorted(RECORDS.glob("swap_search*.json")):
+        r = json.loads(path.read_text())
+        cols = [("ours", "greedy", "default"), ("ours", "beam5", "default"), ("ours", "beam5_first", "default"),
+                ("eole", "greedy", "default"), ("eole", "beam5", "default"), ("eole", "greedy", "sents:1"),
+                ("eole", "beam5", "sents:1")]
+        cell = {(x["weights"], x["search"], x["decode"], x["batch"]): x for x in r["rows"]}
+        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}; {r['test_sentences']:,} "
+                "sentences, BLEU; Eole's search at its default 30 sentences a batch and at one a batch):", "",
+                "| weights | our greedy | our beam 5 | our beam 5, `stop=first` | Eole greedy (30) | Eole beam 5 (30) | "
+                "Eole greedy (1) | Eole beam 5 (1) | greedy the same, line for line |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for weights, name in (("ours", "ours (`--ours`)"), ("eole", "Eole 0.6.4 (`--eole`)")):
+            same = cell[(weights, "eole", "greedy", "sents:1")].get("same_as_our_greedy")
+            out.append(f"| {name} | " + " | ".join(f"{cell[(weights, *c)]['bleu']:.2f}" for c in cols)
+                       + f" | {same:.1%} |")
+        out.append("")
+    return "\n".join(out)
+
+
+PEERS_RENDERERS: dict[str, Callable[[], str]] = {"decode_side_by_side": decode_side_by_side, "gap_ablation": gap_ablation,
+                                                 "swap_search": swap_search}
