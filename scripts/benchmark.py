@@ -20,7 +20,7 @@ import random
 import resource
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Optional
 
@@ -92,22 +92,28 @@ def prepare_corpus(cfg: DictConfig) -> Prepared:
     return prepare(cfg.data, cfg.tokenizer, seed=cfg.trainer.seed)
 
 
-def training_speed(model: Seq2Seq, cfg: DictConfig, batches: Sequence[Batch], warmup: int,
-                   device: torch.device) -> dict:
-    """Train on ``batches[:warmup]`` untimed, then time the rest: tokens/s, FLOPs, peak memory."""
-    tr = cfg.trainer
-    tr.precision = precision.choose(tr, model, device, batches[:8])  # as training resolves auto
-    opt = build_optimizer(tr, model.parameters())
+def update_step(model: Seq2Seq, opt: torch.optim.Optimizer, tr: DictConfig, device: torch.device) -> Callable[[Batch], None]:
+    """One training update as the benchmarks time and profile it: the batch to ``device``, the loss under
+    ``tr.precision`` (with ``tr.label_smoothing``), backward, clipping at ``tr.clip_norm``, the optimizer's step."""
 
-    def step(b) -> None:
+    def step(b: Batch) -> None:
         b = b.to(device)
         with autocast(device, tr.precision):
-            loss = batch_loss(model, b, precision=tr.precision)
+            loss = batch_loss(model, b, tr.label_smoothing, precision=tr.precision)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), tr.clip_norm)
         opt.step()
 
+    return step
+
+
+def training_speed(model: Seq2Seq, cfg: DictConfig, batches: Sequence[Batch], warmup: int,
+                   device: torch.device) -> dict:
+    """Train on ``batches[:warmup]`` untimed, then time the rest: tokens/s, FLOPs, peak memory."""
+    tr = cfg.trainer
+    tr.precision = precision.choose(tr, model, device, batches[:8])  # as training resolves auto
+    step = update_step(model, build_optimizer(tr, model.parameters()), tr, device)
     for b in batches[:warmup]:
         step(b)
     measured = batches[warmup:]

@@ -26,16 +26,15 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from nmt.batching import epoch_batches
-from nmt.device import autocast, cpu_info, set_threads
+from nmt.device import cpu_info, set_threads
 from nmt.model import build_model
 from nmt.ops import fast_ops
 from nmt.optim import build_optimizer
 from nmt.run_folder import git_commit
 from nmt.tokenizer import PAD
-from nmt.update import batch_loss
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts below
-from benchmark import compose_config, prepare_corpus  # noqa: E402
+from benchmark import compose_config, prepare_corpus, update_step  # noqa: E402
 from profile_decoding import top_ops  # noqa: E402
 
 MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation",
@@ -61,18 +60,10 @@ def main() -> int:
     corpus = prepare_corpus(cfg)
     tok = corpus.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, fast_ops(False)).train()
-    opt = build_optimizer(tr, model.parameters())
+    step = update_step(model, build_optimizer(tr, model.parameters()), tr, device)
     rng, batches = random.Random(tr.seed), []
     while len(batches) < args.warmup + 2 * args.steps:
         batches += epoch_batches(corpus.train, tr.batch_tokens, rng, tr.batch_sentences or 100_000)
-
-    def step(b) -> None:
-        with autocast(device, args.precision):
-            loss = batch_loss(model, b, tr.label_smoothing, precision=args.precision)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), tr.clip_norm)
-        opt.step()
 
     for b in batches[: args.warmup]:
         step(b)
