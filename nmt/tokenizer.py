@@ -98,8 +98,8 @@ def _cached(texts: Sequence[str], vocab_size: int, cfg: TokenizerConfig, cache: 
 
 
 def brought_model(cfg: TokenizerConfig, key: str) -> bytes:
-    """The sentencepiece model file of ``tokenizer.<key>`` (src_model, tgt_model), checked for the special ids the
-    model needs: a clear error, not a model that pads with a real piece."""
+    """The sentencepiece model file of ``tokenizer.<key>`` (src_model, tgt_model), given the special ids the model
+    needs (``with_our_ids``: sentencepiece's own defaults, unk 0 bos 1 eos 2 and no pad, are the common case)."""
     path = Path(getattr(cfg, key)).expanduser()
     try:
         data = path.read_bytes()
@@ -109,13 +109,39 @@ def brought_model(cfg: TokenizerConfig, key: str) -> bytes:
         sp = spm.SentencePieceProcessor(model_proto=data)
     except RuntimeError:
         raise ConfigError(f"tokenizer.{key}={path}: not a sentencepiece model") from None
-    found = {"pad_id": sp.pad_id(), "unk_id": sp.unk_id(), "bos_id": sp.bos_id(), "eos_id": sp.eos_id()}
-    want = {"pad_id": PAD, "unk_id": UNK, "bos_id": BOS, "eos_id": EOS}
-    if found != want:
-        given = " ".join(f"{k}={v}" for k, v in found.items())
-        raise ConfigError(f"tokenizer.{key}={path}: special ids {given}; nmt needs pad_id=0 unk_id=1 bos_id=2 eos_id=3 "
-                          "(train it with spm_train --pad_id=0 --unk_id=1 --bos_id=2 --eos_id=3)")
-    return data
+    found = (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id())
+    if found == (PAD, UNK, BOS, EOS):
+        return data
+    ours = with_our_ids(data, f"tokenizer.{key}={path}")
+    log.info("tokenizer.%s=%s: special ids pad %d unk %d bos %d eos %d moved to nmt's 0 1 2 3 (the segmentation is "
+             "the file's)", key, path, *found)
+    return ours
+
+
+def with_our_ids(data: bytes, where: str = "the model") -> bytes:
+    """A sentencepiece model with nmt's special ids (pad 0, unk 1, bos 2, eos 3): its special pieces moved first, a
+    missing pad, bos or eos added as a control piece, every other piece after them in its order with its score, so
+    each text segments into the same pieces (control pieces take no part in segmentation)."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    m = pb.ModelProto()
+    m.ParseFromString(data)
+    t, Piece = m.trainer_spec, pb.ModelProto.SentencePiece
+    wanted = [(t.pad_id, t.pad_piece or "<pad>", Piece.CONTROL), (t.unk_id, t.unk_piece or "<unk>", Piece.UNKNOWN),
+              (t.bos_id, t.bos_piece or "<s>", Piece.CONTROL), (t.eos_id, t.eos_piece or "</s>", Piece.CONTROL)]
+    taken = {i for i, _, _ in wanted if i >= 0}
+    rest = [p for i, p in enumerate(m.pieces) if i not in taken]
+    names = {p.piece for p in rest}
+    specials = []
+    for i, name, kind in wanted:
+        if i < 0 and name in names:
+            raise ConfigError(f"{where}: cannot add the special piece {name!r}: an ordinary piece has that name")
+        specials.append(m.pieces[i] if i >= 0 else Piece(piece=name, score=0.0, type=kind))
+    del m.pieces[:]
+    m.pieces.extend([*specials, *rest])
+    t.pad_id, t.unk_id, t.bos_id, t.eos_id = PAD, UNK, BOS, EOS
+    t.pad_piece, t.unk_piece, t.bos_piece, t.eos_piece = (p.piece for p in specials)
+    return m.SerializeToString()
 
 
 def load_or_train(cfg: TokenizerConfig, src_texts: Sequence[str], tgt_texts: Sequence[str], seed: int = 0) -> Tokenizer:

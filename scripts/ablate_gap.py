@@ -97,28 +97,9 @@ def eole_batches(run_dir: Path, harness: Path) -> None:
 
 
 def harness_spm(run_dir: Path, harness: Path) -> list[str]:
-    """The harness's sentencepiece models (the peers' pieces) as ours (``tokenizer.src_model``, ``tgt_model``): a
-    <pad> piece put first, so the ids are ours (pad 0, unk 1, bos 2, eos 3); the segmentation does not change
-    (control pieces take no part in it). Returns the overrides."""
-    from sentencepiece import sentencepiece_model_pb2 as pb
-
-    overrides = []
-    for side, lang in (("src", "zh"), ("tgt", "en")):
-        m = pb.ModelProto()
-        m.ParseFromString((harness / "data" / f"spm.{lang}.model").read_bytes())
-        t = m.trainer_spec
-        special = {i: m.pieces[i] for i in (t.unk_id, t.bos_id, t.eos_id)}
-        pieces = [pb.ModelProto.SentencePiece(piece="<pad>", score=0.0, type=pb.ModelProto.SentencePiece.CONTROL),
-                  *(special[i] for i in (t.unk_id, t.bos_id, t.eos_id)),
-                  *(x for i, x in enumerate(m.pieces) if i not in special)]
-        del m.pieces[:]
-        m.pieces.extend(pieces)
-        t.pad_id, t.unk_id, t.bos_id, t.eos_id, t.pad_piece = 0, 1, 2, 3, "<pad>"
-        path = run_dir / f"harness_spm.{lang}.model"
-        run_dir.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(m.SerializeToString())
-        overrides.append(f"tokenizer.{side}_model={path}")
-    return overrides
+    """The harness's sentencepiece models (the peers' pieces) as ours: the overrides that name them (nmt gives them its
+    special ids, nmt.tokenizer.with_our_ids; the segmentation stays the harness's)."""
+    return [f"tokenizer.{side}_model={harness / 'data' / f'spm.{lang}.model'}" for side, lang in (("src", "zh"), ("tgt", "en"))]
 
 
 PATCHES = {"unpacked": unpacked, "eole_batches": eole_batches, "harness_spm": harness_spm}

@@ -80,26 +80,7 @@ def test_reshuffled_writes_shuffled_passes_and_a_one_pass_bucket(tmp_path):
     assert cfg["training"] == {"batch_size": 64, "bucket_size": 30} and cfg["seed"] == 42
 
 
-def test_harness_spm_gives_the_peers_pieces_our_special_ids(tmp_path):
-    """The harness's sentencepiece models (unk 0, bos 1, eos 2, no pad) pass our tokenizer's id check once
-    converted, and segment every line as before."""
-    import sentencepiece as spm
-
-    from nmt.config import TokenizerConfig
-    from nmt.tokenizer import brought_model
-
-    lines = [f"the {w} number {i} goes home ." for i in range(300) for w in ("red", "blue", "green")][::7]
-    (tmp_path / "data").mkdir()
-    for lang in ("zh", "en"):
-        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(tmp_path / "data" / f"spm.{lang}"),
-                                       vocab_size=40, model_type="unigram")  # the harness's ids: its defaults
-    overrides = ablate_gap.harness_spm(tmp_path / "run", tmp_path)
-    assert [o.split("=")[0] for o in overrides] == ["tokenizer.src_model", "tokenizer.tgt_model"]
-    for lang, override in zip(("zh", "en"), overrides):
-        old = spm.SentencePieceProcessor(model_file=str(tmp_path / "data" / f"spm.{lang}.model"))
-        cfg = TokenizerConfig(src_model=override.split("=", 1)[1])
-        new = spm.SentencePieceProcessor(model_proto=brought_model(cfg, "src_model"))  # our check passes
-        assert (new.pad_id(), new.unk_id(), new.bos_id(), new.eos_id()) == (0, 1, 2, 3)
-        assert old.pad_id() == -1 and new.get_piece_size() == old.get_piece_size() + 1
-        for text in lines[:20] + ["an unseen word: zebra"]:
-            assert new.encode(text, out_type=str) == old.encode(text, out_type=str)
+def test_harness_spm_names_the_harness_models(tmp_path):
+    """The variant trains on the harness's own sentencepiece files (nmt moves their special ids: test_tokenizer.py)."""
+    assert ablate_gap.harness_spm(tmp_path / "run", tmp_path) == [
+        f"tokenizer.src_model={tmp_path / 'data' / 'spm.zh.model'}", f"tokenizer.tgt_model={tmp_path / 'data' / 'spm.en.model'}"]

@@ -167,13 +167,31 @@ def test_your_own_sentencepiece_models_are_used_as_they_are(tmp_path, english, h
     assert joint.src is joint.tgt and joint.src_model == tgt.read_bytes()
 
 
-def test_a_model_with_other_special_ids_is_refused_by_name(tmp_path, english):
+def test_a_model_with_other_special_ids_gets_ours_and_segments_the_same(tmp_path, english, monkeypatch):
+    """sentencepiece's defaults (unk 0, bos 1, eos 2, no pad) and a BPE model without bos and with pad at 3: the
+    special pieces move to nmt's ids, the missing ones are added, every text keeps its pieces."""
+    import sentencepiece as spm
+
+    forbid_training(monkeypatch)
+    defaults = write_spm(tmp_path / "default_ids.model", english)
+    bpe = write_spm(tmp_path / "bpe.model", english, model_type="bpe", unk_id=0, eos_id=1, bos_id=-1, pad_id=3)
+    tok = load_or_train(tok_cfg(src_model=str(defaults), tgt_model=str(bpe)), [], [])
+    for side, path in ((tok.src, defaults), (tok.tgt, bpe)):
+        theirs = spm.SentencePieceProcessor(model_file=str(path))
+        assert (side.pad_id(), side.unk_id(), side.bos_id(), side.eos_id()) == (PAD, UNK, BOS, EOS)
+        assert [side.id_to_piece(i) for i in range(4)] == ["<pad>", "<unk>", "<s>", "</s>"]
+        for text in english[:200] + ["an unseen word: zebra ☃"]:
+            assert side.encode(text, out_type=str) == theirs.encode(text, out_type=str)
+    assert tok.tgt_vocab_size == spm.SentencePieceProcessor(model_file=str(bpe)).get_piece_size() + 1  # bos added
+    assert Tokenizer.from_state(tok.to_state()).decode_tgt(tok.encode_tgt(english[:1])[0]) == english[0]
+
+
+def test_a_model_that_cannot_take_our_ids_or_is_no_model_is_refused_by_name(tmp_path, english):
     from nmt.config import ConfigError
 
-    theirs = write_spm(tmp_path / "default_ids.model", english)  # sentencepiece's defaults: unk 0, bos 1, eos 2, no pad
-    with pytest.raises(ConfigError, match=r"tokenizer.tgt_model=.*default_ids.model: special ids pad_id=-1 unk_id=0 "
-                                          r"bos_id=1 eos_id=2; nmt needs pad_id=0"):
-        load_or_train(tok_cfg(tgt_model=str(theirs)), english, english)
+    clash = write_spm(tmp_path / "clash.model", english, bos_id=-1, user_defined_symbols=["<s>"])
+    with pytest.raises(ConfigError, match=r"tokenizer.tgt_model=.*clash.model: cannot add the special piece '<s>'"):
+        load_or_train(tok_cfg(tgt_model=str(clash)), english, english)
     junk = tmp_path / "junk.model"
     junk.write_bytes(b"not a model")
     with pytest.raises(ConfigError, match="junk.model: not a sentencepiece model"):
