@@ -46,6 +46,8 @@ VARIANTS: dict[str, tuple[str, list[str], list[str]]] = {
     "harness_spm": ("the harness's sentencepiece models (the peers' pieces), our batches", [], ["harness_spm"]),
     "eole_batches_harness_spm": ("Eole's batches and the peers' pieces", ["trainer.valid_every=1000"],
                                  ["eole_batches", "harness_spm"]),
+    "eole_batches_harness_spm_dropout0": ("and no dropout (does ours then overfit as Eole's run does?)",
+                                          ["trainer.valid_every=1000", "model.dropout=0.0"], ["eole_batches", "harness_spm"]),
 }
 # the peer's variants: what moves toward us (run by eole_run)
 EOLE_VARIANTS = {
