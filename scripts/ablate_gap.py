@@ -55,6 +55,7 @@ EOLE_VARIANTS = {
     "eole_shuffled": "the corpus in a new random order at every pass, a pass a bucket (batch-mates change, as ours)",
     "eole_shuffled_s43": "the same with another seed (Eole's and the passes' orders)",
     "eole_shuffled_steps": "eole_shuffled stopped at --steps updates, not at 15 minutes",
+    "eole_dropout0": "Eole as is with dropout 0 (does its dropout act? the same score would say no)",
 }
 EOLE_PASSES = 25  # eole_shuffled: passes written (Eole's 15 minutes read about 20)
 EOLE_BUCKET, EOLE_SENTS = 262_144, 64  # eole/config/training.py: bucket_size's default; bench_small.yaml: batch_size
@@ -212,6 +213,13 @@ def eole_run(name: str, harness: Path, bench: Path, batch1: bool = False, steps:
             reshuffled(bench, 1234 + 43, 43)
         elif name == "eole_shuffled_steps":
             reshuffled(bench, steps=steps)
+        elif name == "eole_dropout0":
+            import yaml
+
+            cfg_path = bench / "eole" / "bench_small.yaml"
+            cfg = yaml.safe_load(cfg_path.read_text())
+            cfg["training"]["dropout"] = [0.0]
+            cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         env = {**os.environ, "BENCH_DECODE_BATCH": "default", "BENCH_TPUT_REPEATS": "1", "BENCH_TPUT_WARMUP": "50",
                "BENCH_TPUT_STEPS": "50", "BENCH_DECODE_REPEATS": "1"}  # multiples of its report_every (50)
         if name.endswith("_steps"):
