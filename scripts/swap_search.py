@@ -25,16 +25,17 @@ from pathlib import Path
 
 import torch
 
+from nmt.batching import inference_batches
+from nmt.checkpoint import load_model
+from nmt.config import ModelConfig
+from nmt.data.normalize import src_normalizer
+from nmt.device import cpu_info, set_threads
+from nmt.model import Seq2Seq, build_model
+from nmt.run_folder import git_commit
+from nmt.search import beam_search
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from nmt.batching import inference_batches  # noqa: E402
-from nmt.checkpoint import load_model  # noqa: E402
-from nmt.config import ModelConfig  # noqa: E402
-from nmt.data.normalize import src_normalizer  # noqa: E402
-from nmt.device import cpu_info, set_threads  # noqa: E402
-from nmt.model import Seq2Seq, build_model  # noqa: E402
-from nmt.run_folder import git_commit  # noqa: E402
-from nmt.search import beam_search  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the sibling script below
 from scripts.decode_side_by_side import peer_decode  # noqa: E402
 
 # Eole's vocabularies start <unk> <blank> <s> </s>, ours <pad> <unk> <s> </s>: ids 0 and 1 trade places (both ways)
