@@ -23,7 +23,10 @@ VARIANTS = {"baseline": ["trainer.keep_last=5"], "tied": ["model.tie_embeddings=
             "batch1400": ["trainer.batch_tokens=1400"],  # twice the recipe's batch (400 did worse than 700)
             "sents64": ["trainer.batch_sentences=64", "trainer.batch_tokens=100000"],  # the peers' batches (gap ablation)
             # the recipe's own settings moved where its sweep stopped (lr 0.005 beat 0.003; ls 0.1 beat 0; 0.3 tied 0.2)
-            "lr008": ["trainer.lr=0.008"], "ls02": ["trainer.label_smoothing=0.2"], "dropout02": ["model.dropout=0.2"]}
+            "lr008": ["trainer.lr=0.008"], "ls02": ["trainer.label_smoothing=0.2"], "dropout02": ["model.dropout=0.2"],
+            # untried: vocabulary sizes (4,000 a side) and the decoder's size (256)
+            "tgt2k": ["tokenizer.tgt_vocab_size=2000"], "vocab2k": ["tokenizer.src_vocab_size=2000", "tokenizer.tgt_vocab_size=2000"],
+            "vocab8k": ["tokenizer.src_vocab_size=8000", "tokenizer.tgt_vocab_size=8000"], "hid512": ["model.hidden_size=512"]}
 
 
 def run(cmd: list[str], log: Path) -> None:
