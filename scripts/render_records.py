@@ -235,7 +235,8 @@ def quality_levers() -> str:
                 f"{r['minutes']:g} minutes a run):", "",
                 "| variant | seed | updates | best dev BLEU | test BLEU (beam 5) | chrF | test − baseline |",
                 "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        out += [f"| {x['variant']} | {x['seed']} | {x['steps']:,} | {x['best_valid_bleu']:.2f} | {x['test_bleu']:.2f} | "
+        out += [f"| {x['variant']} | {x['seed']} | failed: see its log | | | | |" if "failed" in x else
+                f"| {x['variant']} | {x['seed']} | {x['steps']:,} | {x['best_valid_bleu']:.2f} | {x['test_bleu']:.2f} | "
                 f"{x['test_chrf']:.2f} | {x['test_bleu'] - base.get(x['seed'], x['test_bleu']):+.2f} |" for x in r["rows"]]
         out.append("")
     return "\n".join(out)

@@ -1,0 +1,70 @@
+"""The search's settings (beam, length penalty alpha, stop rule) chosen on the dev split, as a record.
+
+    python scripts/tune_search.py RUN [RUN ...] --json docs/results/tune_search.json
+
+Each trained run (a folder: its best.pt, or a checkpoint) decodes its dev and test splits under every
+combination of ``--beams``, ``--alphas`` and ``--stops``. The setting with the best dev BLEU is picked per run,
+by dev alone; its test BLEU is set beside the default's (beam 5, alpha 1.0, stop full: what training's test
+evaluation and ``nmt.evaluate`` use). The record (date, commit, command, CPU) is rewritten after every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from nmt.data.corpus import load_corpus  # noqa: E402
+from nmt.device import cpu_info  # noqa: E402
+from nmt.run_folder import git_commit  # noqa: E402
+from nmt.translator import SearchSettings, Translator  # noqa: E402
+
+DEFAULT = SearchSettings()
+
+
+def tune(run: str, beams: list[int], alphas: list[float], stops: list[str]) -> dict:
+    """Dev and test BLEU of one run under every setting; the dev-best setting and the default's figures."""
+    t = Translator.load(run, "cpu")
+    splits = load_corpus(t.config.data, need=("dev", "test"), splits=("dev", "test"))
+    rows = []
+    for beam, alpha, stop in itertools.product(beams, alphas, stops):
+        row = {"beam": beam, "alpha": alpha, "stop": stop}
+        for name in ("dev", "test"):
+            s = t.evaluate(list(splits[name]["src"]), [list(splits[name]["tgt"])], beam=beam, alpha=alpha, stop=stop)
+            row[f"{name}_bleu"] = s.bleu
+        rows.append(row)
+        print(run, row, flush=True)
+    best = max(rows, key=lambda r: r["dev_bleu"])
+    default = next((r for r in rows if (r["beam"], r["alpha"], r["stop"]) == (DEFAULT.beam, DEFAULT.alpha, DEFAULT.stop)),
+                   None)
+    return {"run": run, "rows": rows, "dev_best": best, "default": default}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="+", help="run folders or checkpoints")
+    p.add_argument("--beams", default="5")
+    p.add_argument("--alphas", default="0.0,0.6,1.0,1.4")
+    p.add_argument("--stops", default="full,first")
+    p.add_argument("--json", type=Path)
+    args = p.parse_args()
+    beams = [int(b) for b in args.beams.split(",")]
+    alphas = [float(a) for a in args.alphas.split(",")]
+    stops = args.stops.split(",")
+    record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(), "command": sys.argv,
+              "cpu": cpu_info(), "runs": []}
+    for run in args.runs:
+        record["runs"].append(tune(run, beams, alphas, stops))
+        if args.json:
+            args.json.write_text(json.dumps(record, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
