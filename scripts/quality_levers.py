@@ -27,8 +27,8 @@ VARIANTS = {"baseline": ["trainer.keep_last=5"], "tied": ["model.tie_embeddings=
             # untried: vocabulary sizes (4,000 a side) and the decoder's size (256)
             # (the Chinese side needs about 2,900 pieces for its characters at the default coverage)
             "tgt2k": ["tokenizer.tgt_vocab_size=2000"], "tgt1k": ["tokenizer.tgt_vocab_size=1000"],
-            "src8k": ["tokenizer.src_vocab_size=8000"],
-            "src3k": ["tokenizer.src_vocab_size=3000"], "tgt3k": ["tokenizer.tgt_vocab_size=3000"], "hid512": ["model.hidden_size=512"]}
+            "tgt3k": ["tokenizer.tgt_vocab_size=3000"], "src8k": ["tokenizer.src_vocab_size=8000"],
+            "src3k": ["tokenizer.src_vocab_size=3000"], "hid512": ["model.hidden_size=512"]}
 
 
 def run(cmd: list[str], log: Path) -> bool:
