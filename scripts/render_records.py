@@ -15,6 +15,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Optional
 
 from render_history import HISTORY
 from render_peers import PEERS_RENDERERS, machine
@@ -225,6 +226,10 @@ def finetune() -> str:
     return "\n".join(out)
 
 
+def _minus(value: float, base: Optional[float]) -> str:
+    return "" if base is None else f"{value - base:+.2f}"
+
+
 def quality_levers() -> str:
     """scripts/quality_levers.py records: a recipe with one lever pulled at a time, per seed."""
     out = []
@@ -237,7 +242,7 @@ def quality_levers() -> str:
                 "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         out += [f"| {x['variant']} | {x['seed']} | failed: see its log | | | | |" if "failed" in x else
                 f"| {x['variant']} | {x['seed']} | {x['steps']:,} | {x['best_valid_bleu']:.2f} | {x['test_bleu']:.2f} | "
-                f"{x['test_chrf']:.2f} | {x['test_bleu'] - base.get(x['seed'], x['test_bleu']):+.2f} |" for x in r["rows"]]
+                f"{x['test_chrf']:.2f} | {_minus(x['test_bleu'], base.get(x['seed']))} |" for x in r["rows"]]
         out.append("")
     return "\n".join(out)
 
