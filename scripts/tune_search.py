@@ -5,7 +5,8 @@
 Each trained run (a folder: its best.pt, or a checkpoint) decodes its dev and test splits under every
 combination of ``--beams``, ``--alphas`` and ``--stops``. The setting with the best dev BLEU is picked per run,
 by dev alone; its test BLEU is set beside the default's (beam 5, alpha 1.0, stop full: what training's test
-evaluation and ``nmt.evaluate`` use). The record (date, commit, command, CPU) is rewritten after every run.
+evaluation and ``nmt.evaluate`` use), with each decode's sentences/s (threads: the machine's). The record
+(date, commit, command, CPU) is rewritten after every run.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import datetime
 import itertools
 import json
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,8 +38,10 @@ def tune(run: str, beams: list[int], alphas: list[float], stops: list[str]) -> d
     for beam, alpha, stop in itertools.product(beams, alphas, stops):
         row = {"beam": beam, "alpha": alpha, "stop": stop}
         for name in ("dev", "test"):
-            s = t.evaluate(list(splits[name]["src"]), [list(splits[name]["tgt"])], beam=beam, alpha=alpha, stop=stop)
-            row[f"{name}_bleu"] = s.bleu
+            src = list(splits[name]["src"])
+            start = time.perf_counter()
+            s = t.evaluate(src, [list(splits[name]["tgt"])], beam=beam, alpha=alpha, stop=stop)
+            row[f"{name}_bleu"], row[f"{name}_sents_per_s"] = s.bleu, len(src) / (time.perf_counter() - start)
         rows.append(row)
         print(run, row, flush=True)
     best = max(rows, key=lambda r: r["dev_bleu"])
