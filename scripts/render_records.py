@@ -19,6 +19,7 @@ from typing import Optional
 
 from render_history import HISTORY
 from render_peers import PEERS_RENDERERS, machine
+from render_quality import QUALITY_RENDERERS
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDS, DOCS = REPO / "docs" / "results", REPO / "docs"
@@ -255,6 +256,7 @@ RENDERERS: dict[str, Callable[[], str]] = {"gpu_check": gpu_check, "finetune": f
                                            "side_by_side": side_by_side, "profiles": profiles}
 RENDERERS.update(HISTORY)  # the transcribed figures (docs/results/history_*.json; scripts/render_history.py)
 RENDERERS.update(PEERS_RENDERERS)  # records measured beside the peers (scripts/render_peers.py)
+RENDERERS.update(QUALITY_RENDERERS)  # the search's settings on dev (scripts/render_quality.py)
 
 
 def render(text: str, where: Path) -> str:
