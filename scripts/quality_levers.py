@@ -83,13 +83,15 @@ def main() -> int:
         overrides_of(name)  # a misspelt variant stops the sitting before its first run
     for seed in args.seeds.split(","):
         for name in args.variants.split(","):
-            out = args.out / f"{name}_s{seed}"
+            out = args.out / f"{name}_s{seed}_{args.minutes:g}min"  # sittings of other minutes may share --out
             out.parent.mkdir(parents=True, exist_ok=True)
             overrides = [f"+experiment={args.recipe}", f"trainer.max_minutes={args.minutes}", f"trainer.seed={seed}",
                          *overrides_of(name), f"hydra.run.dir={out}"]
             if not run([sys.executable, "-m", "nmt.train", *overrides], out.parent / f"{out.name}.log"):
                 record["rows"].append({"variant": name, "seed": int(seed), "overrides": overrides,
                                        "failed": str(out.parent / f"{out.name}.log")})
+                if args.json:
+                    args.json.write_text(json.dumps(record, indent=1) + "\n")
                 continue
             m = json.loads((out / "metrics.json").read_text())
             row = {"variant": name, "seed": int(seed), "overrides": overrides, "steps": m["steps"],
