@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 
-from render_peers import machine
-
-RECORDS = Path(__file__).resolve().parents[1] / "docs" / "results"
+from render_peers import RECORDS, machine
 
 
 def tune_search() -> str:
@@ -23,9 +20,9 @@ def tune_search() -> str:
                 "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
         for run in r["runs"]:
             for x in run["rows"]:
-                mark = ("**", "**") if x == run["dev_best"] else ("", "")
-                out.append(f"| `{run['run']}` | {x['beam']} | {x['alpha']:g} | {x['stop']} | {mark[0]}{x['dev_bleu']:.2f}"
-                           f"{mark[1]} | {x['test_bleu']:.2f} | {x['dev_sents_per_s']:.0f} | {x['test_sents_per_s']:.0f} |")
+                b = "**" if x == run["dev_best"] else ""
+                out.append(f"| `{run['run']}` | {x['beam']} | {x['alpha']:g} | {x['stop']} | {b}{x['dev_bleu']:.2f}{b} | "
+                           f"{x['test_bleu']:.2f} | {x['dev_sents_per_s']:.0f} | {x['test_sents_per_s']:.0f} |")
         out += ["", "Bold: the setting with the best dev BLEU, picked by dev alone.", ""]
     return "\n".join(out)
 

@@ -19,13 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from nmt.data.corpus import load_corpus  # noqa: E402
-from nmt.device import cpu_info  # noqa: E402
-from nmt.run_folder import git_commit  # noqa: E402
-from nmt.translator import SearchSettings, Translator  # noqa: E402
+from nmt.data.corpus import load_corpus
+from nmt.device import cpu_info
+from nmt.run_folder import git_commit
+from nmt.translator import SearchSettings, Translator
 
 DEFAULT = SearchSettings()
 
