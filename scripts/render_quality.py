@@ -15,7 +15,11 @@ def tune_search() -> str:
     out = []
     for path in sorted(RECORDS.glob("tune_search*.json")):
         r = json.loads(path.read_text())
-        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}):", "",
+        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}):", ""]
+        if all(sorted(x["stop"] for x in run["rows"]) == ["first", "full"] for run in r["runs"]):
+            out += stop_pairs(r["runs"])
+            continue
+        out += [
                 "| run | beam | alpha | stop | dev BLEU | test BLEU | dev sents/s | test sents/s |",
                 "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
         for run in r["runs"]:
@@ -25,6 +29,26 @@ def tune_search() -> str:
                            f"{x['test_bleu']:.2f} | {x['dev_sents_per_s']:.0f} | {x['test_sents_per_s']:.0f} |")
         out += ["", "Bold: the setting with the best dev BLEU, picked by dev alone.", ""]
     return "\n".join(out)
+
+
+def stop_pairs(runs: list[dict]) -> list[str]:
+    """A record that decodes each run with ``stop=full`` and ``first`` only: one line a run, their differences and
+    the mean of each difference."""
+    out = ["| run | beam, alpha | dev BLEU full / first | test BLEU full / first | first − full: dev | test | "
+           "speed (test sents/s) |", "| --- | --- | --- | --- | ---: | ---: | ---: |"]
+    diffs = []
+    for run in runs:
+        f, g = (next(x for x in run["rows"] if x["stop"] == s) for s in ("full", "first"))
+        diffs.append((g["dev_bleu"] - f["dev_bleu"], g["test_bleu"] - f["test_bleu"],
+                      g["test_sents_per_s"] / f["test_sents_per_s"]))
+        out.append(f"| `{run['run']}` | {f['beam']}, {f['alpha']:g} | {f['dev_bleu']:.2f} / {g['dev_bleu']:.2f} | "
+                   f"{f['test_bleu']:.2f} / {g['test_bleu']:.2f} | {diffs[-1][0]:+.2f} | {diffs[-1][1]:+.2f} | "
+                   f"{diffs[-1][2]:.2f}× |")
+    mean = [sum(d[i] for d in diffs) / len(diffs) for i in range(3)]
+    better = sum(d[1] > 0 for d in diffs)
+    out += [f"| mean of {len(diffs)} ({better} with a higher test BLEU under `first`) | | | | {mean[0]:+.2f} | "
+            f"{mean[1]:+.2f} | {mean[2]:.2f}× |", ""]
+    return out
 
 
 QUALITY_RENDERERS: dict[str, Callable[[], str]] = {"tune_search": tune_search}
