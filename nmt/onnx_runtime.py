@@ -6,7 +6,7 @@ Python::
     t = OnnxTranslator("OUT/")
     t.translate_nbest(["你好。"], beam=5, n_best=1)   # [[("Hello.", -0.41)]]
 
-Greedy and beam search follow ``nmt/search.py`` step for step (beam: ``stop="full"``, the GNMT
+Greedy and beam search follow ``nmt/search.py`` step for step (beam: its three ``stop`` rules, the GNMT
 length penalty), so they give the same output as PyTorch up to float rounding and ties.
 """
 
@@ -26,6 +26,7 @@ import sentencepiece as spm
 from nmt.data.normalize import normalizer
 
 NEG = np.float32(-np.inf)
+STOPS = ("exact", "full", "first")  # nmt.search.STOPS, without torch (tests/test_export.py checks they agree)
 
 
 class OnnxTranslator:
@@ -109,8 +110,11 @@ class OnnxTranslator:
                 live, y, limit, done = live[keep], y[keep], limit[keep], done[keep]
         return [(_until(row, self.eos), float(s)) for row, s in zip(tokens.tolist(), score)]
 
-    def beam(self, ids: list[list[int]], beam: int, alpha: float = 1.0, n_best: int = 1) -> list[list[tuple[list[int], float]]]:
-        """Beam search with ``stop="full"``: the n best (tokens, normalized score) per sentence."""
+    def beam(self, ids: list[list[int]], beam: int, alpha: float = 1.0, n_best: int = 1,
+             stop: str = "full") -> list[list[tuple[list[int], float]]]:
+        """Beam search: the n best (tokens, normalized score) per sentence; ``stop`` as ``nmt.search.beam_search``."""
+        if stop not in STOPS:
+            raise ValueError(f"stop must be one of {', '.join(STOPS)}, got {stop!r}")
         n, K = len(ids), beam
         st = self.select(self.encode(ids), np.repeat(np.arange(n), K))
         limit = self.limits(st["src_lens"][::K])
@@ -144,7 +148,7 @@ class OnnxTranslator:
             origin, token = np.take_along_axis(origin, pick, 1), np.take_along_axis(token, pick, 1)
             seqs = np.take_along_axis(seqs, origin[:, :, None], 1)
             seqs[:, :, t] = token
-            done = (fin_scores[act, K - 1] > NEG) | (t >= limit)  # (na,)
+            done = _ended(stop, is_eos, fin_scores[act], alive, ((5.0 + limit + 1) / 6.0) ** alpha) | (t >= limit)
             rows = (origin + np.arange(na)[:, None] * K).reshape(-1)  # (na*K,) parents
             if done.all():
                 break
@@ -159,7 +163,7 @@ class OnnxTranslator:
 
     # ------------------------------------------------------------------ text
     def translate_nbest(self, texts: Sequence[str], beam: int = 5, n_best: int = 1, alpha: float = 1.0,
-                        batch_size: int = 64) -> list[list[tuple[str, float]]]:
+                        batch_size: int = 64, stop: str = "full") -> list[list[tuple[str, float]]]:
         """As ``nmt.decode.translate_nbest``: n best (text, score) per line, empty lines give ("", 0)."""
         ids = [s[: self.meta["max_src_pieces"]] for s in self.src.encode([self.normalize(t) for t in texts])]
         out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in texts]
@@ -167,7 +171,7 @@ class OnnxTranslator:
         for start in range(0, len(todo), batch_size):
             rows = todo[start : start + batch_size]
             batch = [ids[i] for i in rows]
-            hyps = self.beam(batch, beam, alpha, n_best) if beam > 1 or n_best > 1 else [[h] for h in self.greedy(batch)]
+            hyps = self.beam(batch, beam, alpha, n_best, stop) if beam > 1 or n_best > 1 else [[h] for h in self.greedy(batch)]
             for i, nbest in zip(rows, hyps):
                 out[i] = [(self.decode(toks), score) for toks, score in nbest]
         return out
@@ -198,6 +202,16 @@ def _topk(x: np.ndarray, k: int) -> np.ndarray:
     return np.take_along_axis(part, order, 1)
 
 
+def _ended(stop: str, is_eos: np.ndarray, fin: np.ndarray, alive: np.ndarray, best_lp: np.ndarray) -> np.ndarray:
+    """(sentences,) those the ``stop`` rule ends, as ``nmt.search._ended``: is_eos (sentences, 2K) of the step's
+    candidates, best first; fin and alive (sentences, K), best first; best_lp the length penalty at each limit."""
+    if stop == "first":
+        return is_eos[:, 0]  # the best candidate finished
+    if stop == "full":
+        return fin[:, -1] > NEG  # K hypotheses finished
+    return fin[:, 0] >= alive[:, 0] / best_lp  # no live hypothesis can overtake the best finished one
+
+
 def _until(seq: list[int], eos: int) -> list[int]:
     return seq[: seq.index(eos)] if eos in seq else seq
 
@@ -207,10 +221,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("folder", help="an nmt.export --format onnx folder")
     p.add_argument("text", nargs="*", help="sentences (default: lines of stdin)")
     p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy")
+    p.add_argument("--stop", choices=STOPS, default="full", help="when a sentence's beam search ends (nmt.search.STOPS)")
     args = p.parse_args(argv)
     sys.stdout.reconfigure(encoding="utf-8")  # type: ignore[union-attr]
     texts = args.text or sys.stdin.read().splitlines()
-    for nbest in OnnxTranslator(args.folder).translate_nbest(texts, beam=args.beam):
+    for nbest in OnnxTranslator(args.folder).translate_nbest(texts, beam=args.beam, stop=args.stop):
         print(nbest[0][0])
     return 0
 

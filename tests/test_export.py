@@ -3,6 +3,7 @@ output, and the exported folder translates and serves in a process where importi
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
@@ -15,8 +16,11 @@ import torch
 
 from nmt.batching import make_batch
 from nmt.export_onnx import export_onnx
+from nmt.onnx_runtime import STOPS as RUNTIME_STOPS
 from nmt.onnx_runtime import OnnxTranslator
-from nmt.search import beam_search, greedy
+from nmt.search import STOPS, beam_search, greedy
+from nmt.translator import SearchSettings
+from nmt.vocab import EOS
 
 NO_TORCH = "import sys; sys.modules['torch'] = None\n"  # any 'import torch' now raises ImportError
 
@@ -46,6 +50,31 @@ def test_onnx_matches_eager(make_model, random_sources, hsk_tokenizer, tmp_path,
     ours = onnx.beam(sources, 4, n_best=2)
     assert [[toks for toks, _ in nb] for nb in ours] == [[toks for toks, _ in nb] for nb in eager.nbest]
     np.testing.assert_allclose([s for nb in ours for _, s in nb], [s for nb in eager.nbest for _, s in nb], atol=1e-4)
+
+
+@pytest.mark.parametrize("stop", STOPS)
+def test_onnx_follows_every_stop_rule(make_model, random_sources, hsk_tokenizer, tmp_path, stop):
+    """Each stop rule of the eager search (nmt.search.STOPS), n-best included, in the runtime; its STOPS and default
+    are the eager side's."""
+    assert RUNTIME_STOPS == STOPS
+    assert inspect.signature(OnnxTranslator.beam).parameters["stop"].default == SearchSettings().stop
+    model = make_model(40, 30, mode="local_p", window=3)
+    with torch.no_grad():  # peaked outputs, and an EOS that leads in some states: the three rules part ways
+        model.decoder.out.weight.mul_(10)
+        model.decoder.out.bias.mul_(10)
+        model.decoder.out.weight[EOS] *= 100
+        model.decoder.out.bias[EOS] = 1.5
+    export_onnx(model, hsk_tokenizer, _cfg("local_p", 3), tmp_path)
+    onnx = OnnxTranslator(tmp_path)
+    sources = random_sources(12, 1, 15, 40, seed=5)
+    batch = make_batch(sources, None, range(len(sources)))
+    by_rule = {s: beam_search(model, batch, beam=4, n_best=3, alpha=0.6, stop=s).nbest for s in STOPS}
+    assert len({str(nbest) for nbest in by_rule.values()}) == len(STOPS), "the rules must give different n-bests here"
+    eager, ours = by_rule[stop], onnx.beam(sources, 4, 0.6, 3, stop)
+    assert [[toks for toks, _ in nb] for nb in ours] == [[toks for toks, _ in nb] for nb in eager]
+    np.testing.assert_allclose([s for nb in ours for _, s in nb], [s for nb in eager for _, s in nb], atol=1e-4)
+    with pytest.raises(ValueError, match="'last'"):
+        onnx.beam(sources, 4, stop="last")
 
 
 @pytest.fixture(scope="module")
