@@ -32,7 +32,9 @@ VARIANTS = {"baseline": ["trainer.keep_last=5"], "keep5": ["trainer.keep_last=5"
             "src3k": ["tokenizer.src_vocab_size=3000"], "hid512": ["model.hidden_size=512"],
             # between the two sizes; wider embeddings alone; more dropout for the wider decoder
             "hid384": ["model.hidden_size=384"], "emb512": ["model.emb_size=512"], "emb384": ["model.emb_size=384"],
-            "dropout04": ["model.dropout=0.4"]}
+            "dropout04": ["model.dropout=0.4"],
+            # fewer layers: more updates in a short budget
+            "enc1": ["model.encoder_layers=1"], "dec1": ["model.decoder_layers=1"]}
 
 
 def run(cmd: list[str], log: Path) -> bool:
