@@ -75,6 +75,15 @@ def test_experiments_select_their_attention(mode):
     assert cfg.trainer.max_minutes == 7
 
 
+def test_the_15_minute_recipe_is_the_recipe_with_a_wider_decoder():
+    """``zh_en_local_p_15min`` is ``zh_en_local_p`` with 512 units and 15 minutes, nothing else: a change to the
+    short recipe reaches it, and its measured difference stays the one its comment names."""
+    short, long = (OmegaConf.to_container(composed(f"+experiment={n}")) for n in ("zh_en_local_p", "zh_en_local_p_15min"))
+    assert (long["model"]["hidden_size"], long["trainer"]["max_minutes"]) == (512, 15)
+    long["model"]["hidden_size"], long["trainer"]["max_minutes"] = short["model"]["hidden_size"], short["trainer"]["max_minutes"]
+    assert long == short
+
+
 @pytest.mark.parametrize("name", sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml")))
 def test_every_experiment_composes_and_validates(name):
     """Every file under nmt/configs/experiment/ composes against the schema and passes ``validate``."""
