@@ -35,7 +35,7 @@ def stop_pairs(runs: list[dict]) -> list[str]:
     """A record that decodes each run with ``stop=full`` and ``first`` only: one line a run, their differences and
     the mean of each difference."""
     out = ["| run | beam, alpha | dev BLEU full / first | test BLEU full / first | first − full: dev | test | "
-           "speed (test sents/s) |", "| --- | --- | --- | --- | ---: | ---: | ---: |"]
+           "test sents/s full / first |", "| --- | --- | --- | --- | ---: | ---: | ---: |"]
     diffs = []
     for run in runs:
         f, g = (next(x for x in run["rows"] if x["stop"] == s) for s in ("full", "first"))
@@ -43,11 +43,11 @@ def stop_pairs(runs: list[dict]) -> list[str]:
                       g["test_sents_per_s"] / f["test_sents_per_s"]))
         out.append(f"| `{run['run']}` | {f['beam']}, {f['alpha']:g} | {f['dev_bleu']:.2f} / {g['dev_bleu']:.2f} | "
                    f"{f['test_bleu']:.2f} / {g['test_bleu']:.2f} | {diffs[-1][0]:+.2f} | {diffs[-1][1]:+.2f} | "
-                   f"{diffs[-1][2]:.2f}× |")
+                   f"{f['test_sents_per_s']:.0f} / {g['test_sents_per_s']:.0f} ({diffs[-1][2]:.2f}×) |")
     mean = [sum(d[i] for d in diffs) / len(diffs) for i in range(3)]
     better = sum(d[1] > 0 for d in diffs)
     out += [f"| mean of {len(diffs)} ({better} with a higher test BLEU under `first`) | | | | {mean[0]:+.2f} | "
-            f"{mean[1]:+.2f} | {mean[2]:.2f}× |", ""]
+            f"{mean[1]:+.2f} | ({mean[2]:.2f}×) |", ""]
     return out
 
 
