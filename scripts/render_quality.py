@@ -11,7 +11,8 @@ from render_peers import RECORDS, machine
 
 
 def tune_search() -> str:
-    """scripts/tune_search.py records: each run's dev and test BLEU and speed per setting, the dev-best marked."""
+    """scripts/tune_search.py records: each run's dev and test BLEU and speed per setting, the dev-best marked (a
+    record of ``full`` against ``first`` alone: one line a run, ``stop_pairs``)."""
     out = []
     for path in sorted(RECORDS.glob("tune_search*.json")):
         r = json.loads(path.read_text())
@@ -19,8 +20,7 @@ def tune_search() -> str:
         if all(sorted(x["stop"] for x in run["rows"]) == ["first", "full"] for run in r["runs"]):
             out += stop_pairs(r["runs"])
             continue
-        out += [
-                "| run | beam | alpha | stop | dev BLEU | test BLEU | dev sents/s | test sents/s |",
+        out += ["| run | beam | alpha | stop | dev BLEU | test BLEU | dev sents/s | test sents/s |",
                 "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
         for run in r["runs"]:
             for x in run["rows"]:
