@@ -137,7 +137,7 @@ class OnnxTranslator:
             origin, token = idx // V, idx % V
             is_eos = token == self.eos
             if is_eos.any():
-                new = np.where(is_eos, top / np.float32(((5.0 + t + 1) / 6.0) ** alpha), NEG)
+                new = np.where(is_eos, top / np.float32(_length_penalty(t + 1, alpha)), NEG)
                 prev = np.take_along_axis(seqs, origin[:, :, None], 1)  # (na, 2K, T+1); EOS at t
                 both = np.concatenate([fin_scores[act], new], 1)
                 keep = _topk(both, K)
@@ -148,7 +148,7 @@ class OnnxTranslator:
             origin, token = np.take_along_axis(origin, pick, 1), np.take_along_axis(token, pick, 1)
             seqs = np.take_along_axis(seqs, origin[:, :, None], 1)
             seqs[:, :, t] = token
-            done = _ended(stop, is_eos, fin_scores[act], alive, ((5.0 + limit + 1) / 6.0) ** alpha) | (t >= limit)
+            done = _ended(stop, is_eos, fin_scores[act], alive, _length_penalty(limit + 1, alpha)) | (t >= limit)
             rows = (origin + np.arange(na)[:, None] * K).reshape(-1)  # (na*K,) parents
             if done.all():
                 break
@@ -200,6 +200,11 @@ def _topk(x: np.ndarray, k: int) -> np.ndarray:
     part = np.argpartition(-x, k - 1, axis=1)[:, :k] if k < x.shape[1] else np.tile(np.arange(x.shape[1]), (x.shape[0], 1))
     order = np.argsort(-np.take_along_axis(x, part, 1), axis=1, kind="stable")
     return np.take_along_axis(part, order, 1)
+
+
+def _length_penalty(length: int | np.ndarray, alpha: float) -> float | np.ndarray:
+    """The GNMT length penalty ((5 + length) / 6) ** alpha, as ``nmt.search.length_penalty``."""
+    return ((5.0 + length) / 6.0) ** alpha
 
 
 def _ended(stop: str, is_eos: np.ndarray, fin: np.ndarray, alive: np.ndarray, best_lp: np.ndarray) -> np.ndarray:
