@@ -48,6 +48,8 @@ VARIANTS: dict[str, tuple[str, list[str], list[str]]] = {
                                  ["eole_batches", "harness_spm"]),
     "eole_batches_harness_spm_dropout0": ("and no dropout (does ours then overfit as Eole's run does?)",
                                           ["trainer.valid_every=1000", "model.dropout=0.0"], ["eole_batches", "harness_spm"]),
+    "eole_batches_dedup": ("Eole's batches as Eole fills them: a pair whose source the batch already holds is skipped "
+                           "(never trained from that bucket)", ["trainer.valid_every=1000"], ["eole_batches_dedup"]),
 }
 # the peer's variants: what moves toward us (run by eole_run)
 EOLE_VARIANTS = {
@@ -56,6 +58,7 @@ EOLE_VARIANTS = {
     "eole_shuffled_s43": "the same with another seed (Eole's and the passes' orders)",
     "eole_shuffled_steps": "eole_shuffled stopped at --steps updates, not at 15 minutes",
     "eole_dropout0": "Eole as is with dropout 0 (does its dropout act? the same score would say no)",
+    "eole_keep_duplicates": "Eole as is, but a batch keeps a pair whose source it already holds (nothing skipped)",
 }
 EOLE_PASSES = 25  # eole_shuffled: passes written (Eole's 15 minutes read about 20)
 EOLE_BUCKET, EOLE_SENTS = 262_144, 64  # eole/config/training.py: bucket_size's default; bench_small.yaml: batch_size
@@ -73,23 +76,43 @@ def unpacked(run_dir: Path, harness: Path) -> None:
     enc.pack_padded_sequence = over_the_padding
 
 
-def eole_batches(run_dir: Path, harness: Path) -> None:
+def eole_batches(run_dir: Path, harness: Path, dedup: bool = False) -> None:
     """Eole's training batches (eole/inputters/dynamic_iterator.py): the corpus read in order and cycled, a bucket
     of 262,144 pairs (9.7 passes over Tatoeba) sorted by (source length, target length) with a stable sort (equal
     lengths keep reading order), cut into runs of 64, the runs shuffled. A sentence meets the same batch-mates at
-    every pass, and rare length pairs put copies of one sentence into one batch. Here one bucket is an "epoch"."""
+    every pass, and rare length pairs put copies of one sentence into one batch. Here one bucket is an "epoch".
+    ``dedup``: as Eole's batch_iter fills a batch, a pair whose source text the batch already holds is skipped
+    (``_should_deduplicate``), so a bucket yields fewer batches and a rare length pair about one copy a bucket."""
     import numpy as np
 
     import nmt.batching as b
 
-    calls = [0]
+    calls, source_of = [0], {}
+
+    def distinct(pairs, order: np.ndarray) -> np.ndarray:
+        """``order`` with every pair dropped whose source is already in the batch of 64 being filled."""
+        if not source_of:  # a pair's source as an int: equal ids, equal text (one sentencepiece model)
+            texts = {}
+            source_of.update({i: texts.setdefault(tuple(s), len(texts)) for i, s in enumerate(pairs.rows(
+                list(range(len(pairs))))[0])})
+        kept, seen = [], set()
+        for i in order.tolist():
+            if source_of[i] in seen:
+                continue
+            kept.append(i)
+            seen.add(source_of[i])
+            if len(kept) % EOLE_SENTS == 0:
+                seen = set()
+        return np.array(kept)
 
     def bucket(pairs, batch_tokens, rng, max_sentences=100_000):
         start = max(0, calls[0] - 1) * EOLE_BUCKET  # nmt.train's first call only sizes an epoch (ETA)
         calls[0] += 1
         idx = (start + np.arange(EOLE_BUCKET)) % len(pairs)  # (bucket,) pair indices in reading order
         order = idx[np.lexsort((pairs.tgt_lens[idx], pairs.src_lens[idx]))]  # lexsort is stable
-        groups = [(a, min(a + EOLE_SENTS, EOLE_BUCKET)) for a in range(0, EOLE_BUCKET, EOLE_SENTS)]
+        if dedup:
+            order = distinct(pairs, order)
+        groups = [(a, min(a + EOLE_SENTS, len(order))) for a in range(0, len(order), EOLE_SENTS)]
         rng.shuffle(groups)
         return b.Epoch(pairs, order, groups)
 
@@ -99,13 +122,18 @@ def eole_batches(run_dir: Path, harness: Path) -> None:
         b.Pairs.from_lists(src, tgt), batch_tokens, rng, max_sentences)
 
 
+def eole_batches_dedup(run_dir: Path, harness: Path) -> None:
+    eole_batches(run_dir, harness, dedup=True)
+
+
 def harness_spm(run_dir: Path, harness: Path) -> list[str]:
     """The harness's sentencepiece models (the peers' pieces) as ours: the overrides that name them (nmt gives them its
     special ids, nmt.tokenizer.with_our_ids; the segmentation stays the harness's)."""
     return [f"tokenizer.{side}_model={harness / 'data' / f'spm.{lang}.model'}" for side, lang in (("src", "zh"), ("tgt", "en"))]
 
 
-PATCHES = {"unpacked": unpacked, "eole_batches": eole_batches, "harness_spm": harness_spm}
+PATCHES = {"unpacked": unpacked, "eole_batches": eole_batches, "eole_batches_dedup": eole_batches_dedup,
+           "harness_spm": harness_spm}
 
 
 def child(name: str, run_dir: Path, data: str, steps: int, harness: Path) -> None:
@@ -199,6 +227,18 @@ def reshuffled(bench: Path, seed: int = 1234, eole_seed: int = 42, steps: int = 
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 
+def keep_duplicates(bench: Path) -> None:
+    """eole_keep_duplicates: the harness copy's ``sigint_run.py`` (Eole's training runs in its process on a CPU with
+    num_workers 0) makes Eole's batch_iter keep every pair: its ``_should_deduplicate`` returns True."""
+    runner = bench / "sigint_run.py"
+    patch = ("import eole.inputters.dynamic_iterator as _d  # ablate_gap.py: eole_keep_duplicates\n"
+             "_d.DynamicDatasetIter._should_deduplicate = lambda self, src_text, seen: True\n")
+    text = runner.read_text()
+    if "runpy.run_module(" not in text:
+        raise SystemExit(f"{runner}: no runpy.run_module( line to patch before")
+    runner.write_text(text.replace("runpy.run_module(", patch + "runpy.run_module(", 1))
+
+
 def eole_run(name: str, harness: Path, bench: Path, batch1: bool = False, steps: int = 0) -> dict:
     """Run (unless done) the harness's run_eole.sh in ``bench``, a copy of ``harness`` changed for the variant; the row
     (with ``batch1`` also greedy BLEU decoding one sentence a batch)."""
@@ -220,6 +260,8 @@ def eole_run(name: str, harness: Path, bench: Path, batch1: bool = False, steps:
             cfg = yaml.safe_load(cfg_path.read_text())
             cfg["training"]["dropout"] = [0.0]
             cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        elif name == "eole_keep_duplicates":
+            keep_duplicates(bench)
         env = {**os.environ, "BENCH_DECODE_BATCH": "default", "BENCH_TPUT_REPEATS": "1", "BENCH_TPUT_WARMUP": "50",
                "BENCH_TPUT_STEPS": "50", "BENCH_DECODE_REPEATS": "1"}  # multiples of its report_every (50)
         if name.endswith("_steps"):

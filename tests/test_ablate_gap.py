@@ -84,3 +84,57 @@ def test_harness_spm_names_the_harness_models(tmp_path):
     """The variant trains on the harness's own sentencepiece files (nmt moves their special ids: test_tokenizer.py)."""
     assert ablate_gap.harness_spm(tmp_path / "run", tmp_path) == [
         f"tokenizer.src_model={tmp_path / 'data' / 'spm.zh.model'}", f"tokenizer.tgt_model={tmp_path / 'data' / 'spm.en.model'}"]
+
+
+def test_eole_batches_dedup_skips_a_source_the_batch_already_holds(monkeypatch, tmp_path):
+    """As Eole's batch_iter fills a batch: a pair whose source is already in the batch of 64 being filled is dropped,
+    so a bucket of many copies of few sources yields fewer batches, each of distinct sources."""
+    import random
+
+    from nmt import batching
+
+    monkeypatch.setattr(batching, "epoch_batches", batching.epoch_batches)  # undone after the test
+    monkeypatch.setattr(batching, "train_batches", batching.train_batches)
+    monkeypatch.setattr(ablate_gap, "EOLE_BUCKET", 640)
+    ablate_gap.eole_batches_dedup(tmp_path, tmp_path)
+    src = [[4 + i % 70, 5] for i in range(100)]  # 70 distinct sources (30 of them twice), one length
+    tgt = [[4 + i] for i in range(100)]
+    pairs = batching.Pairs.from_lists(src, tgt)
+    rng = random.Random(0)
+    batching.epoch_batches(pairs, 700, rng)  # the sizing call
+    bucket = batching.epoch_batches(pairs, 700, rng)
+    batches = [bucket.order[slice(*g)].tolist() for g in bucket.groups]
+    assert all(len({tuple(src[i]) for i in b}) == len(b) for b in batches)  # no source twice in a batch
+    assert len(bucket.order) < 640 and sum(map(len, batches)) == len(bucket.order)
+    assert sorted(len(b) for b in batches)[1:] == [64] * (len(batches) - 1)  # runs of 64, one shorter tail
+    first = bucket.order[:64].tolist()  # in reading order: pairs 0..63, then 64..69 and 100.. skipped or kept
+    assert first == list(range(64))
+
+
+def test_keep_duplicates_makes_eoles_iterator_keep_every_pair(tmp_path):
+    """The patched sigint_run.py replaces _should_deduplicate before the module runs (a stand-in eole package here)."""
+    import shutil
+    import subprocess
+
+    pkg = tmp_path / "eole" / "inputters"
+    pkg.mkdir(parents=True)
+    (tmp_path / "eole" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "dynamic_iterator.py").write_text(
+        "class DynamicDatasetIter:\n"
+        "    def _should_deduplicate(self, src_text, seen):\n"
+        "        return src_text not in seen\n")
+    (tmp_path / "probe.py").write_text(
+        "from eole.inputters.dynamic_iterator import DynamicDatasetIter\n"
+        "print(DynamicDatasetIter()._should_deduplicate('a b', {'a b'}))\n")
+    harness = Path.home() / ".cache/nmt-peers/bench/sigint_run.py"
+    runner = Path(__file__).resolve().parents[2] / "shared/bench/peers/sigint_run.py"
+    shutil.copy(runner if runner.exists() else harness, tmp_path / "sigint_run.py")
+
+    def probe() -> str:
+        return subprocess.run([sys.executable, str(tmp_path / "sigint_run.py"), "probe"], cwd=tmp_path, text=True,
+                              capture_output=True, check=True, env={"PYTHONPATH": str(tmp_path)}).stdout.strip()
+
+    assert probe() == "False"
+    ablate_gap.keep_duplicates(tmp_path)
+    assert probe() == "True"
