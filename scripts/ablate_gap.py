@@ -205,6 +205,47 @@ def batch_mates(harness: Path, sample: int = 2000) -> dict:
                              "distinct_per_batch": float(np.mean([len(set(b)) for b in ours[0]]))}}
 
 
+def skipped(harness: Path, steps: int) -> dict:
+    """What Eole's skipping of a source the batch already holds does to the first ``steps`` batches: batches a bucket,
+    and how often a pair is trained by its source length in pieces, with the skipping and without (a simulation of
+    its batch_iter on the harness's pieces; its log's bucket boundaries and batch sizes agree with it)."""
+    import numpy as np
+
+    text = [(harness / "data" / "sp" / f"train.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("zh", "en")]
+    src_len, tgt_len = (np.array([len(x.split()) for x in t]) for t in text)
+    n, out = len(src_len), {}
+    for label, dedup in (("eole", True), ("no_skip", False)):
+        trained, batches, per_bucket = np.zeros(n, dtype=np.int64), 0, []
+        for k in range(steps * EOLE_SENTS // EOLE_BUCKET + 2):
+            idx = (k * EOLE_BUCKET + np.arange(EOLE_BUCKET)) % n
+            kept, seen = [], set()
+            for i in idx[np.lexsort((tgt_len[idx], src_len[idx]))].tolist():
+                if dedup and text[0][i] in seen:
+                    continue
+                kept.append(i)
+                seen.add(text[0][i])
+                if len(kept) % EOLE_SENTS == 0:
+                    seen = set()
+            runs = [kept[a : a + EOLE_SENTS] for a in range(0, len(kept), EOLE_SENTS)]
+            random.Random(k).shuffle(runs)  # Eole shuffles a bucket's batches: the last bucket is read in part
+            per_bucket.append(len(runs))
+            for run in runs[: steps - batches]:
+                np.add.at(trained, run, 1)  # a run may hold copies of one pair (without the skipping)
+            batches += len(runs)
+            if batches >= steps:
+                break
+        rows = []
+        for lo, hi in ((0, 4), (5, 9), (10, 14), (15, 19), (20, 10_000)):
+            m = (src_len >= lo) & (src_len <= hi)
+            rows.append({"source_pieces": f"{lo}-{hi}" if hi < 10_000 else f"{lo}+", "pairs": int(m.sum()),
+                         "times_trained": float(trained[m].mean()), "never": int((trained[m] == 0).sum())})
+        tok = (tgt_len + 1) * trained
+        out[label] = {"batches_per_bucket": per_bucket[0], "never_trained": int((trained == 0).sum()),
+                      "long_target_token_share": float(tok[src_len >= 15].sum() / tok.sum()), "by_source_length": rows}
+    out["corpus_long_target_token_share"] = float((tgt_len + 1)[src_len >= 15].sum() / (tgt_len + 1).sum())
+    return out
+
+
 def reshuffled(bench: Path, seed: int = 1234, eole_seed: int = 42, steps: int = 0) -> None:
     """eole_shuffled: the training files become EOLE_PASSES passes over the corpus, each in its own random order, and
     Eole's bucket one pass (its reading order is then a new shuffle each pass; vocabulary counts scale alike)."""
@@ -321,6 +362,8 @@ def main() -> int:
               "cpu": cpu_info(), "data": args.data, "steps": args.steps, "rows": {}}
     if any(n.startswith("eole_batches") for n in names):
         record["batch_mates"] = batch_mates(args.harness.expanduser().resolve())
+    if "eole_batches_dedup" in names or "eole_keep_duplicates" in peer_names:
+        record["skipped"] = skipped(args.harness.expanduser().resolve(), args.steps)
     for name in names:
         run_dir = Path(reuse.get(name, args.out / name)).resolve()
         t0 = time.perf_counter()

@@ -138,3 +138,20 @@ def test_keep_duplicates_makes_eoles_iterator_keep_every_pair(tmp_path):
     assert probe() == "False"
     ablate_gap.keep_duplicates(tmp_path)
     assert probe() == "True"
+
+
+def test_skipped_counts_what_eoles_skipping_leaves_untrained(monkeypatch, tmp_path):
+    """A length class with fewer pairs than a batch collapses to one copy a bucket under the skipping (here the one
+    long pair: 10 copies a bucket, trained once), while nothing is skipped without it."""
+    sp = tmp_path / "data" / "sp"
+    sp.mkdir(parents=True)
+    zh = [f"s{i} x" for i in range(10)] + [" ".join(["long"] * 16)]
+    (sp / "train.zh").write_text("".join(x + "\n" for x in zh), encoding="utf-8")
+    (sp / "train.en").write_text("".join("e\n" for _ in zh), encoding="utf-8")
+    monkeypatch.setattr(ablate_gap, "EOLE_BUCKET", 110)  # 10 passes over the 11 pairs
+    monkeypatch.setattr(ablate_gap, "EOLE_SENTS", 5)
+    r = ablate_gap.skipped(tmp_path, steps=44)  # two buckets without the skipping (22 batches each)
+    eole, plain = ({x["source_pieces"]: x for x in r[k]["by_source_length"]} for k in ("eole", "no_skip"))
+    assert r["no_skip"]["batches_per_bucket"] == 22 and r["eole"]["batches_per_bucket"] == 21  # 100 short + 1 long
+    assert plain["15-19"]["times_trained"] == 20 and plain["0-4"]["times_trained"] == 20 and plain["0-4"]["pairs"] == 10
+    assert eole["15-19"]["times_trained"] in (2, 3)  # two buckets and two batches of a third: once a bucket
