@@ -64,7 +64,24 @@ def gap_ablation() -> str:
                 f"{row['bleu_greedy']:.2f}{one(row)} | {row['bleu_beam5']:.2f} | {row['bleu_beam5'] - base['bleu_beam5']:+.2f} |"
                 for name, row in rows]
         out.append("")
+        if "skipped" in r:
+            out += skipped_table(r["skipped"], r["steps"])
     return "\n".join(out)
+
+
+def skipped_table(k: dict, steps: int) -> list[str]:
+    """ablate_gap.skipped: how often Eole's first ``steps`` batches train a pair, by source length, with its skipping of
+    a source the batch already holds and without."""
+    e, n = k["eole"], k["no_skip"]
+    out = [f"Eole's batches over {steps:,} updates, simulated on the harness's pieces: {e['batches_per_bucket']:,} batches "
+           f"a bucket with its skipping, {n['batches_per_bucket']:,} without; {e['never_trained']:,} pairs never trained; "
+           f"pairs of 15 or more source pieces hold {k['corpus_long_target_token_share']:.1%} of the corpus's target "
+           f"tokens and {e['long_target_token_share']:.1%} of those trained.", "",
+           "| source pieces | pairs | times trained, Eole (skipping) | never trained | times trained, nothing skipped |",
+           "| --- | ---: | ---: | ---: | ---: |"]
+    out += [f"| {a['source_pieces']} | {a['pairs']:,} | {a['times_trained']:.1f} | {a['never']:,} | {b['times_trained']:.1f} |"
+            for a, b in zip(e["by_source_length"], n["by_source_length"])]
+    return out + [""]
 
 
 def swap_search() -> str:
