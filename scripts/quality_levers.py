@@ -55,15 +55,21 @@ def overrides_of(name: str) -> list[str]:
     return [o for part in name.split("+") for o in VARIANTS[part]]
 
 
-def averaged(run_dir: Path) -> dict:
+def run_dir(out: Path, recipe: str, name: str, seed: str, minutes: float) -> Path:
+    """A run's folder under ``--out``, named by everything that tells runs apart: sittings of other recipes and
+    minutes may share ``--out`` (an earlier name without the recipe made two recipes' runs collide)."""
+    return out / f"{recipe}-{name}_s{seed}_{minutes:g}min"
+
+
+def averaged(folder: Path) -> dict:
     """The last five validations' weights averaged, scored on the test split at beam 5."""
     from nmt.data.corpus import load_corpus
     from nmt.translator import Translator
 
-    avg = run_dir / "checkpoints" / "avg_last5.pt"
-    if not run([sys.executable, "-m", "nmt.average", "--run", str(run_dir), "--last", "5", "--out", str(avg)],
-               run_dir / "average.log"):
-        return {"failed": str(run_dir / "average.log")}
+    avg = folder / "checkpoints" / "avg_last5.pt"
+    if not run([sys.executable, "-m", "nmt.average", "--run", str(folder), "--last", "5", "--out", str(avg)],
+               folder / "average.log"):
+        return {"failed": str(folder / "average.log")}
     t = Translator.load(avg, "cpu")
     test = load_corpus(t.config.data, need=("test",), splits=("test",))["test"]
     s = t.evaluate(list(test["src"]), [list(test["tgt"])], beam=5)
@@ -89,7 +95,7 @@ def main() -> int:
         overrides_of(name)  # a misspelt variant stops the sitting before its first run
     for seed in args.seeds.split(","):
         for name in args.variants.split(","):
-            out = args.out / f"{name}_s{seed}_{args.minutes:g}min"  # sittings of other minutes may share --out
+            out = run_dir(args.out, args.recipe, name, seed, args.minutes)
             out.parent.mkdir(parents=True, exist_ok=True)
             overrides = [f"+experiment={args.recipe}", f"trainer.max_minutes={args.minutes}", f"trainer.seed={seed}",
                          *overrides_of(name), f"hydra.run.dir={out}"]

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from quality_levers import VARIANTS, overrides_of  # noqa: E402
+from quality_levers import VARIANTS, overrides_of, run_dir  # noqa: E402
 
 
 def test_variants_combine_and_a_misspelt_one_is_named():
@@ -17,3 +17,11 @@ def test_variants_combine_and_a_misspelt_one_is_named():
     assert overrides_of("baseline") == ["trainer.keep_last=5"]
     with pytest.raises(SystemExit, match="'hid51'"):
         overrides_of("tgt2k+hid51")
+
+
+def test_run_folders_of_other_recipes_minutes_seeds_and_variants_differ(tmp_path):
+    """Sittings may share --out: no two of (recipe, variant, seed, minutes) share a folder."""
+    keys = [(r, v, s, m) for r in ("zh_en_global", "zh_en_local_m") for v in ("baseline", "enc1") for s in ("42", "43")
+            for m in (7.0, 15.0)]
+    assert len({run_dir(tmp_path, *k) for k in keys}) == len(keys)
+    assert run_dir(tmp_path, "zh_en_local_m", "enc1", "42", 7.0).name == "zh_en_local_m-enc1_s42_7min"
