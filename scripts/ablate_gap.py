@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,6 +77,20 @@ def unpacked(run_dir: Path, harness: Path) -> None:
     enc.pack_padded_sequence = over_the_padding
 
 
+def eole_fill(order: list[int], source: Sequence | dict) -> list[int]:
+    """``order`` as Eole's batch_iter fills runs of EOLE_SENTS from it: a pair whose ``source[i]`` the run being filled
+    already holds is skipped (``_should_deduplicate``, training only)."""
+    kept, seen = [], set()
+    for i in order:
+        if source[i] in seen:
+            continue
+        kept.append(i)
+        seen.add(source[i])
+        if len(kept) % EOLE_SENTS == 0:
+            seen = set()
+    return kept
+
+
 def eole_batches(run_dir: Path, harness: Path, dedup: bool = False) -> None:
     """Eole's training batches (eole/inputters/dynamic_iterator.py): the corpus read in order and cycled, a bucket
     of 262,144 pairs (9.7 passes over Tatoeba) sorted by (source length, target length) with a stable sort (equal
@@ -90,20 +105,11 @@ def eole_batches(run_dir: Path, harness: Path, dedup: bool = False) -> None:
     calls, source_of = [0], {}
 
     def distinct(pairs, order: np.ndarray) -> np.ndarray:
-        """``order`` with every pair dropped whose source is already in the batch of 64 being filled."""
         if not source_of:  # a pair's source as an int: equal ids, equal text (one sentencepiece model)
             texts = {}
             source_of.update({i: texts.setdefault(tuple(s), len(texts)) for i, s in enumerate(pairs.rows(
                 list(range(len(pairs))))[0])})
-        kept, seen = [], set()
-        for i in order.tolist():
-            if source_of[i] in seen:
-                continue
-            kept.append(i)
-            seen.add(source_of[i])
-            if len(kept) % EOLE_SENTS == 0:
-                seen = set()
-        return np.array(kept)
+        return np.array(eole_fill(order.tolist(), source_of))
 
     def bucket(pairs, batch_tokens, rng, max_sentences=100_000):
         start = max(0, calls[0] - 1) * EOLE_BUCKET  # nmt.train's first call only sizes an epoch (ETA)
@@ -218,14 +224,9 @@ def skipped(harness: Path, steps: int) -> dict:
         trained, batches, per_bucket = np.zeros(n, dtype=np.int64), 0, []
         for k in range(steps * EOLE_SENTS // EOLE_BUCKET + 2):
             idx = (k * EOLE_BUCKET + np.arange(EOLE_BUCKET)) % n
-            kept, seen = [], set()
-            for i in idx[np.lexsort((tgt_len[idx], src_len[idx]))].tolist():
-                if dedup and text[0][i] in seen:
-                    continue
-                kept.append(i)
-                seen.add(text[0][i])
-                if len(kept) % EOLE_SENTS == 0:
-                    seen = set()
+            kept = idx[np.lexsort((tgt_len[idx], src_len[idx]))].tolist()
+            if dedup:
+                kept = eole_fill(kept, text[0])
             runs = [kept[a : a + EOLE_SENTS] for a in range(0, len(kept), EOLE_SENTS)]
             random.Random(k).shuffle(runs)  # Eole shuffles a bucket's batches: the last bucket is read in part
             per_bucket.append(len(runs))
