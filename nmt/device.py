@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import logging
 import os
 import resource
@@ -84,21 +85,33 @@ PRECISION_HELP = ("decode in fp32 (default), bf16 autocast, bf16_output (only th
 NATIVE_BF16 = ("amx_bf16", "avx512_bf16")  # CPU flags with bf16 matrix instructions
 
 
-def cpu_info() -> dict:
-    """The CPU model and the flags that decide matmul speed (AMX, avx512_bf16, avx512f), from /proc/cpuinfo:
-    figures measured on one CPU say little about another, so every speed figure carries these."""
-    model, flags = "unknown", set()
+@functools.lru_cache(maxsize=1)
+def _cpuinfo() -> tuple[str, frozenset[str]]:
+    """The CPU's model name and flags from /proc/cpuinfo ("unknown" and none where there is none)."""
+    model, flags = "unknown", frozenset()
     try:
         for line in open("/proc/cpuinfo", encoding="utf-8"):
             key, _, value = line.partition(":")
             if key.strip() == "model name":
                 model = value.strip()
             elif key.strip() == "flags":
-                flags = set(value.split())
+                flags = frozenset(value.split())
                 break
     except OSError:  # not Linux
         pass
-    wanted = [f for f in sorted(flags) if f.startswith("amx") or f in ("avx512_bf16", "avx512f")]
+    return model, flags
+
+
+def cpu_flags() -> frozenset[str]:
+    """Every flag /proc/cpuinfo gives this CPU (none off Linux)."""
+    return _cpuinfo()[1]
+
+
+def cpu_info() -> dict:
+    """The CPU model and the flags that decide matmul speed (AMX, avx512_bf16, avx512f, the int8 VNNI ones), from
+    /proc/cpuinfo: figures measured on one CPU say little about another, so every speed figure carries these."""
+    model, flags = _cpuinfo()
+    wanted = [f for f in sorted(flags) if f.startswith("amx") or f in ("avx512_bf16", "avx512f", "avx512_vnni", "avx_vnni")]
     return {"model": model, "flags": wanted, "cores": available_cores(), "native_bf16": any(f in flags for f in NATIVE_BF16)}
 
 

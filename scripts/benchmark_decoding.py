@@ -5,6 +5,9 @@ runs one precision (fbgemm's int8 and oneDNN's fp32 kernels in one process slowe
     python scripts/benchmark_decoding.py RUN --precisions fp32,int8 --json docs/results/decode_int8.json
     python scripts/benchmark_decoding.py RUN --precisions fp32,bf16_output,int8 --beams 1,5 --batch-sentences 1000,16
 
+``int8_7bit`` (for ``--precisions`` only) is int8 with torch's own 7-bit activations (its dynamic ``Linear``'s
+``reduce_range``), whatever this CPU allows (nmt/int8.py: ``full_range``).
+
 ``--batch-sentences 16`` decodes in batches of at most 16 sentences, as the server's micro-batches of concurrent
 requests are (nmt.serve: up to --max-batch sentences, often fewer); 1000 is nmt.evaluate's default.
 """
@@ -36,7 +39,11 @@ def csv(kind):
 def one_pass(args) -> dict:
     """In this process: one precision's BLEU and seconds for every (split, beam, batch) after a warm-up."""
     set_threads(args.threads)
-    t = Translator.load(args.model, "cpu", args.one)
+    if args.one == "int8_7bit":
+        import nmt.int8
+
+        nmt.int8.full_range = lambda flags=None: False  # every int8 Linear built from here on keeps 7 bits
+    t = Translator.load(args.model, "cpu", "int8" if args.one == "int8_7bit" else args.one)
     data = load_corpus(t.config.data, need=tuple(args.splits), splits=tuple(args.splits))
     sets = {s: (list(data[s]["src"]), list(data[s]["tgt"])) for s in args.splits}
     t.translate(sets[args.splits[0]][0][:64], beam=max(args.beams))  # warm-up: caches, oneDNN primitives, packing
@@ -66,8 +73,8 @@ def main() -> int:
     if args.one:
         print(json.dumps(one_pass(args)))
         return 0
-    if bad := [x for x in args.precisions if x not in PRECISIONS]:
-        p.error(f"--precisions: {', '.join(bad)} not in {', '.join(PRECISIONS)}")
+    if bad := [x for x in args.precisions if x not in (*PRECISIONS, "int8_7bit")]:
+        p.error(f"--precisions: {', '.join(bad)} not in {', '.join(PRECISIONS)}, int8_7bit")
     passes: dict[str, list[dict]] = {prec: [] for prec in args.precisions}
     for r in range(args.rounds):  # each precision in a fresh process, as a user runs one: two libraries' thread
         for prec in args.precisions if r % 2 == 0 else args.precisions[::-1]:  # pools in one process slow both

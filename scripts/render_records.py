@@ -120,6 +120,22 @@ def decode_precision() -> str:
     return "\n".join(out)
 
 
+def evaluate_precision() -> str:
+    """scripts/benchmark_evaluate.py records: ``nmt.evaluate``'s own sentences/s and BLEU per precision, per set."""
+    out = []
+    for path in sorted(RECORDS.glob("evaluate_*.json")):
+        r = json.loads(path.read_text())
+        out.append(f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}; beam {r['beam']}; "
+                   f"`nmt.evaluate` in a process of its own per pass, {r['rounds']} alternating rounds; model `{r['model']}`):\n")
+        out += ["| precision | set | BLEU | BLEU change | sentences/s, each pass | median | speed ratio |",
+                "| --- | --- | ---: | ---: | --- | ---: | ---: |"]
+        for x in r["rows"]:
+            passes = ", ".join(f"{v:,.1f}" for v in x["sents_per_s"])
+            out.append(f"| {x['precision']} | {x['set']} | {x['bleu']:.2f} | {x['bleu_vs_first']:+.2f} | {passes} | "
+                       f"{x['median']:,.1f} | {x['speed_vs_first']:.2f}× |")
+        out.append("")
+    return "\n".join(out)
+
 
 def int8_matmul() -> str:
     """scripts/benchmark_int8_matmul.py records: each kind of matmul against fp32 at decoding shapes."""
@@ -252,6 +268,7 @@ RENDERERS: dict[str, Callable[[], str]] = {"gpu_check": gpu_check, "finetune": f
                                            "quality_levers": quality_levers,
                                            "soak": soak, "encoder_split": encoder_split, "bench": bench, "house": house,
                                            "unchanged": unchanged, "decode_precision": decode_precision,
+                                           "evaluate_precision": evaluate_precision,
                                            "int8_matmul": int8_matmul, "serve_load": serve_load,
                                            "side_by_side": side_by_side, "profiles": profiles}
 RENDERERS.update(HISTORY)  # the transcribed figures (docs/results/history_*.json; scripts/render_history.py)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +21,8 @@ from nmt.decode import translate_nbest
 from nmt.model import build_model
 
 SENTENCES = ["老师，您好！", "图书馆在学校里边。", "", "我今天很忙，明天再说吧。"]
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def tiny(cfg, tok, **attention):
@@ -143,3 +148,21 @@ def test_bf16_on_a_cpu_without_native_bf16_warns(monkeypatch, caplog):
     caplog.clear()
     nmt.device.warn_slow_bf16(cpu, "bf16")
     assert not caplog.records
+
+
+def test_benchmark_evaluate_records_each_precision_per_set(checkpoint, cli_env, explain, tmp_path):
+    record = tmp_path / "evaluate.json"
+    cmd = [sys.executable, "scripts/benchmark_evaluate.py", str(checkpoint), "--splits", "dev,test", "--beam", "2",
+           "--precisions", "fp32,int8", "--rounds", "1", "--json", str(record)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=cli_env, timeout=600)
+    assert proc.returncode == 0, explain(proc)
+    r = json.loads(record.read_text())
+    assert [(x["precision"], x["set"]) for x in r["rows"]] == [("fp32", "dev"), ("fp32", "test"), ("int8", "dev"),
+                                                               ("int8", "test")]
+    for x in r["rows"]:
+        assert len(x["sents_per_s"]) == 1 and x["median"] > 0 and math.isfinite(x["bleu"])
+    fp32_dev, int8_dev = r["rows"][0], r["rows"][2]
+    assert fp32_dev["speed_vs_first"] == 1.0 and int8_dev["speed_vs_first"] == int8_dev["median"] / fp32_dev["median"]
+    assert r["cpu"]["cores"] >= 1 and r["commit"] and r["splits"] == ["dev", "test"]
+    bad = subprocess.run([*cmd[:3], "--precisions", "fp32,int4"], capture_output=True, text=True, cwd=REPO, env=cli_env)
+    assert bad.returncode == 2 and "int4" in bad.stderr

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from nmt.batching import make_batch
 from nmt.checkpoint import save
 from nmt.config import to_dict
-from nmt.int8 import Int8Ops, int8_linear, quantize
+from nmt.int8 import Int8Linear, Int8Ops, full_range, int8_linear, quantize
 from nmt.model import build_model
 
 SENTENCES = ["老师，您好！", "图书馆在学校里边。", "", "我今天很忙，明天再说吧。"]
@@ -34,6 +34,32 @@ def test_int8_ops_multiply_by_a_weight_packed_once_and_dropped_with_it():
     gc.collect()
     assert ops.packed == {}
     assert close(int8_linear(torch.eye(4) * 3, torch.ones(4))(torch.ones(2, 4)), torch.full((2, 4), 4.0))
+
+
+def test_activations_use_all_8_bits_only_where_int8_sums_cannot_saturate():
+    assert full_range(frozenset({"avx2", "avx512_vnni"})) and full_range(frozenset({"amx_int8"}))
+    assert full_range(frozenset({"avx2", "avx_vnni"}))
+    assert not full_range(frozenset({"avx2", "fma", "avx512f"}))  # vpmaddubsw's 16-bit pair sums: 7 bits
+    torch.manual_seed(0)
+    w, x = torch.randn(256, 128), torch.randn(16, 128)
+    q = int8_linear(w)
+    assert isinstance(q, Int8Linear) and q.reduce_range == (not full_range())
+    for reduce_range in (True, False):  # the module runs the op with the range it was given
+        q.reduce_range = reduce_range
+        op = torch.ops.quantized.linear_dynamic(x, q._packed_params._packed_params, reduce_range=reduce_range)
+        assert torch.equal(q(x), op)
+
+
+@pytest.mark.skipif(not full_range(), reason="this CPU has no VNNI or AMX int8: activations keep 7 bits")
+def test_all_8_bits_halve_the_activations_rounding_on_a_vnni_cpu():
+    torch.manual_seed(0)
+    w, x = torch.randn(512, 256), torch.randn(64, 256)
+    ref, q = x @ w.t(), int8_linear(w)
+    errors = {}
+    for reduce_range in (True, False):
+        q.reduce_range = reduce_range
+        errors[reduce_range] = float((q(x) - ref).pow(2).mean().sqrt())
+    assert errors[False] < 0.75 * errors[True]
 
 
 @pytest.mark.parametrize("kw", [

@@ -1,0 +1,91 @@
+"""``nmt.evaluate`` as a user runs it, one precision against another: the command itself in a process of its own per
+pass, the precisions alternating round by round (the machine's speed drifts), its own ``sent/s`` (decoding,
+tokenizing, detokenizing and scoring; no start-up or model loading) and BLEU, written as a record.
+
+    python scripts/benchmark_evaluate.py RUN --splits dev,test --beam 5 --precisions fp32,int8 --rounds 3 \\
+        --json docs/results/evaluate_int8_local_p_15min.json
+
+``scripts/benchmark_decoding.py`` times the decoding alone, per batch size, after a warm-up; this script times what
+``nmt.evaluate`` reports, cold, once per process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from nmt.device import PRECISIONS, cpu_info  # noqa: E402
+from nmt.run_folder import git_commit  # noqa: E402
+
+
+def evaluate_once(model: str, splits: list[str], beam: int, precision: str) -> list[dict]:
+    """One ``python -m nmt.evaluate MODEL --split S1 [--split S2 …] --beam B --precision P --json`` run: a row per split."""
+    cmd = [sys.executable, "-m", "nmt.evaluate", model, *[a for s in splits for a in ("--split", s)], "--beam", str(beam),
+           "--precision", precision, "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
+    if proc.returncode != 0:
+        why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+        raise SystemExit(f"nmt.evaluate --precision {precision} failed: {why}")
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    return rows if isinstance(rows, list) else [rows]
+
+
+def summarize(passes: dict[str, list[list[dict]]]) -> list[dict]:
+    """Per precision and set: BLEU, each pass's sentences/s, their median, and the changes against the first
+    precision's (its BLEU, its median)."""
+    rows = []
+    for prec, ps in passes.items():
+        for i, first in enumerate(ps[0]):
+            speeds = [p[i]["sentences_per_s"] for p in ps]
+            rows.append({"precision": prec, "set": first["set"], "sentences": first["sentences"], "bleu": first["bleu"],
+                         "chrf": first["chrf"], "sents_per_s": speeds, "median": statistics.median(speeds)})
+    base = {r["set"]: r for r in rows[: len(rows) // len(passes)]}
+    for r in rows:
+        b = base[r["set"]]
+        r["speed_vs_first"], r["bleu_vs_first"] = r["median"] / b["median"], r["bleu"] - b["bleu"]
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("model", help="run directory or checkpoint")
+    p.add_argument("--splits", default="test", help="comma-separated corpus splits (default test)")
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--precisions", default="fp32,int8", help="comma-separated (default fp32,int8); the first is the base")
+    p.add_argument("--rounds", type=int, default=3, help="passes per precision, alternating (default 3)")
+    p.add_argument("--json", type=Path, help="write the record here")
+    args = p.parse_args(argv)
+    precisions = args.precisions.split(",")
+    if bad := [x for x in precisions if x not in PRECISIONS]:
+        p.error(f"--precisions: {', '.join(bad)} not in {', '.join(PRECISIONS)}")
+    if args.rounds < 1:
+        p.error(f"--rounds must be at least 1, got {args.rounds}")
+    passes: dict[str, list[list[dict]]] = {prec: [] for prec in precisions}
+    for r in range(args.rounds):
+        for prec in precisions if r % 2 == 0 else precisions[::-1]:
+            sets = evaluate_once(str(args.model), args.splits.split(","), args.beam, prec)
+            passes[prec].append(sets)
+            print(f"round {r + 1} {prec}: " + ", ".join(f"{x['set']} BLEU {x['bleu']:.2f} {x['sentences_per_s']:.1f} sents/s"
+                                                       for x in sets), flush=True)
+    rows = summarize(passes)
+    for x in rows:
+        print(f"{x['precision']:<12} {x['set']:<6} BLEU {x['bleu']:.2f} ({x['bleu_vs_first']:+.2f}), "
+              f"median {x['median']:.1f} sents/s ({x['speed_vs_first']:.2f}x)")
+    if args.json:
+        record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
+                  "command": ["scripts/benchmark_evaluate.py", *(argv if argv is not None else sys.argv[1:])],
+                  "model": str(args.model), "cpu": cpu_info(), "splits": args.splits.split(","), "beam": args.beam,
+                  "rounds": args.rounds, "rows": rows}
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
