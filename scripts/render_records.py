@@ -161,7 +161,8 @@ def serve_load() -> str:
     for path in sorted(RECORDS.glob("serve_load*.json")):
         for i, run in enumerate(json.loads(path.read_text()), 1):
             rep, models = run["report"], run["models"] or [{}]
-            rows.append(f"| `{path.name}` ({run['date'][:16].replace('T', ' ')}, {run['commit'][:7]}) | {i} | "
+            when = f"{run['date'][:16].replace('T', ' ')}, {run['commit'][:7]}; {run['cpu']['model']}"
+            rows.append(f"| `{path.name}` ({when}) | {i} | "
                         f"{models[0].get('precision', '?')} | {rep['clients']}, {rep['beam']} | {rep['sentences_per_s']:,.1f} | "
                         f"{rep['p50_ms']:,.0f} / {rep['p95_ms']:,.0f} | {rep['errors']} |")
     return "\n".join(rows) + "\n"
@@ -192,7 +193,9 @@ def profiles() -> str:
         what = (f"{r['config']}, {r['steps']} training updates of {r['mean_batch_sents']:.0f} sentences, "
                 f"{r['tgt_tok_per_s']:,.0f} target tokens/s unprofiled; matmuls {r['matmul_share']:.1%}, so every other "
                 f"op free would give {1 / r['matmul_share']:.2f}×" if "config" in r else  # scripts/profile_training.py
-                f"beam {r['beam']}, batches of {r['batch_sentences']:,} sentences, {r['sentences']:,} sentences")
+                f"beam {r['beam']}" + (f" (stop {r['stop']})" if "stop" in r else "") + f", batches of "
+                f"{r['batch_sentences']:,} sentences, {r['sentences']:,} sentences"
+                + (f", {r['wall_ms']:,.0f} ms of wall time unprofiled" if "wall_ms" in r else ""))
         out.append(f"`{name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}, {r['threads']} threads; "
                    f"{r['precision']}, {what}; {r['total_ms']:,.0f} ms of op time):\n")
         out += ["| op | self ms | share | calls |", "| --- | ---: | ---: | ---: |"]
