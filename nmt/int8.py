@@ -1,8 +1,8 @@
 """int8 decoding on the CPU: the model's matmuls with int8 weights, activations quantized at each call.
 
-PyTorch's dynamic quantization (``torch.ao.nn.quantized.dynamic``): its fbgemm and oneDNN kernels ship in every CPU
-build of torch, so int8 needs no other dependency; torchao's int8 path ran slower than fp32 in eager mode here
-(docs/decoding.md#int8). What runs in int8:
+PyTorch's dynamic quantization (the ``torch.ops.quantized`` kernels of ``torch.ao.nn.quantized.dynamic.Linear``,
+called by ``Int8Linear``): its fbgemm and oneDNN kernels ship in every CPU build of torch, so int8 needs no other
+dependency; torchao's int8 path ran slower than fp32 in eager mode here (docs/decoding.md#int8). What runs in int8:
 
 - every ``nn.Linear`` of the decoder: W_s (the vocabulary projection), W_c and the attention's (per channel);
 - the written-out LSTM step's one matmul per layer (``Int8Ops.addmm``, per channel, packed once per weight).
@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Union
 
 import torch
-import torch.ao.nn.quantized.dynamic as nnqd
 from torch import nn
 from torch.ao.quantization import per_channel_dynamic_qconfig
 
@@ -57,33 +56,33 @@ def full_range(flags: frozenset[str] | None = None) -> bool:
     return any(f in (cpu_flags() if flags is None else flags) for f in FULL_RANGE_FLAGS)
 
 
-class Int8Linear(nnqd.Linear):
-    """torch's dynamic int8 ``Linear`` with the activations' range chosen per CPU (``full_range``), not always 7 bits."""
+class Int8Linear(nn.Module):
+    """``x @ weightᵀ + bias`` with ``weight`` (out, in) in int8, per output channel, through the kernels of torch's
+    dynamic int8 ``Linear`` (``torch.ops.quantized``), the activations quantized at each call over 7 or 8 bits
+    (``reduce_range``: 7 unless ``full_range()``; torch's own module always takes 7)."""
 
-    reduce_range = True  # set once per process by ``quantize`` and ``int8_linear``
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        observer = per_channel_dynamic_qconfig.weight()  # symmetric, per output channel, as quantize_dynamic's
+        w = weight.detach().float()
+        observer(w)
+        scale, zero_point = observer.calculate_qparams()
+        with _quiet():
+            qweight = torch.quantize_per_channel(w, scale.double(), zero_point.long(), 0, torch.qint8)
+            self.packed = torch.ops.quantized.linear_prepack(qweight, None if bias is None else bias.detach().float())
+        self.reduce_range = not full_range()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.ops.quantized.linear_dynamic(x, self._packed_params._packed_params, reduce_range=self.reduce_range)
-        return y.to(x.dtype)
+        return torch.ops.quantized.linear_dynamic(x, self.packed, reduce_range=self.reduce_range).to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, reduce_range={self.reduce_range}"
 
 
-def _int8(lin: nn.Linear) -> Int8Linear:
-    """``lin`` in int8, weights per output channel."""
-    lin.qconfig = per_channel_dynamic_qconfig
-    with _quiet():
-        q = Int8Linear.from_float(lin)
-    q.reduce_range = not full_range()
-    return q
-
-
-def int8_linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> nn.Module:
+def int8_linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Int8Linear:
     """``x @ weightᵀ (+ bias)`` with ``weight`` (out, in) in int8, per output channel."""
-    lin = nn.Linear(weight.size(1), weight.size(0), bias=bias is not None)
-    with torch.no_grad():
-        lin.weight.copy_(weight)
-        if bias is not None:
-            lin.bias.copy_(bias)
-    return _int8(lin)
+    return Int8Linear(weight, bias)
 
 
 class Int8Ops(Ops):
@@ -106,7 +105,7 @@ def _swap(module: nn.Module, skip: nn.Module) -> None:
     """Replace every ``nn.Linear`` under ``module`` (not under ``skip``) by a dynamic int8 one, weights per channel."""
     for name, child in module.named_children():
         if type(child) is nn.Linear:
-            setattr(module, name, _int8(child))
+            setattr(module, name, Int8Linear(child.weight, child.bias))
         elif child is not skip:
             _swap(child, skip)
 

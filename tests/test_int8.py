@@ -44,9 +44,16 @@ def test_activations_use_all_8_bits_only_where_int8_sums_cannot_saturate():
     w, x = torch.randn(256, 128), torch.randn(16, 128)
     q = int8_linear(w)
     assert isinstance(q, Int8Linear) and q.reduce_range == (not full_range())
+    lin = torch.nn.Linear(128, 256)
+    lin.weight.data.copy_(w)
+    lin.qconfig = torch.ao.quantization.per_channel_dynamic_qconfig
+    torch_int8 = torch.ao.nn.quantized.dynamic.Linear.from_float(lin)  # quantize_dynamic's module: 7 bits
+    ours = int8_linear(w, lin.bias.data)
+    ours.reduce_range = True
+    assert torch.equal(ours(x), torch_int8(x))  # the same weights, scales and kernels
     for reduce_range in (True, False):  # the module runs the op with the range it was given
         q.reduce_range = reduce_range
-        op = torch.ops.quantized.linear_dynamic(x, q._packed_params._packed_params, reduce_range=reduce_range)
+        op = torch.ops.quantized.linear_dynamic(x, q.packed, reduce_range=reduce_range)
         assert torch.equal(q(x), op)
 
 
@@ -70,7 +77,7 @@ def test_all_8_bits_halve_the_activations_rounding_on_a_vnni_cpu():
 def test_int8_logits_stay_within_int8_rounding_of_fp32(make_model, random_sources, kw):
     fp32 = make_model(30, 25, seed=3, init_range=0.5, window=2, **kw)
     int8 = quantize(make_model(30, 25, seed=3, init_range=0.5, window=2, ops=Int8Ops(), **kw))
-    assert isinstance(int8.decoder.out, torch.ao.nn.quantized.dynamic.Linear)
+    assert isinstance(int8.decoder.out, Int8Linear)
     src = random_sources(6, 2, 12, 30, seed=4)
     batch = make_batch(src, [[t % 24 + 1 for t in s] for s in src], range(6))
     args = (batch.src, batch.src_lens, tuple(batch.host_lens.tolist()), batch.tgt_in)
