@@ -87,8 +87,10 @@ def _force_eos(logp: torch.Tensor, rows: torch.Tensor) -> None:
         logp.masked_fill_(rows.unsqueeze(1), float("-inf"))
         logp[:, EOS].masked_fill_(rows, 0.0)
         return
-    logp[rows] = float("-inf")
-    logp[rows, EOS] = 0.0
+    at_limit = rows.nonzero().squeeze(1)  # a boolean index would scan all of logp (rows, vocab) at every step
+    if at_limit.numel():
+        logp.index_fill_(0, at_limit, float("-inf"))
+        logp[at_limit, EOS] = 0.0
 
 
 @torch.no_grad()

@@ -10,7 +10,7 @@ import torch
 
 from nmt.batching import make_batch
 from nmt.lstm_step import project_inputs
-from nmt.search import STOPS, beam_search, greedy, length_penalty, topk_rows
+from nmt.search import STOPS, _force_eos, beam_search, greedy, length_penalty, topk_rows
 from nmt.tokenizer import BOS, EOS, PAD, UNK
 
 SRC_V, TGT_V = 30, 25
@@ -105,6 +105,18 @@ def test_outputs_stop_at_the_length_limit(make_model, sources, search):
     assert [len(t) for t in hyps.tokens] == [limit(len(s)) for s in sources]
     capped = decode(batch_of(sources), cap=12)
     assert [len(t) for t in capped.tokens] == [min(limit(len(s)), 12) for s in sources]
+
+
+@pytest.mark.parametrize("at_limit", [[], [2], [0, 3, 4]])
+def test_rows_at_their_limit_can_only_end_and_the_others_are_untouched(at_limit):
+    logp = torch.randn(5, 9).log_softmax(-1)
+    rows = torch.zeros(5, dtype=torch.bool)
+    rows[at_limit] = True
+    want = logp.clone()
+    want[rows] = float("-inf")
+    want[rows, EOS] = 0.0
+    _force_eos(logp, rows)
+    assert torch.equal(logp, want)
 
 
 @pytest.mark.parametrize("beam", [1, 4])
