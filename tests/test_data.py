@@ -117,9 +117,12 @@ def test_files_empty_file_and_missing_side(tmp_path):
     assert "train.en is missing" in str(e.value)
 
 
-def test_files_folder_problems(tmp_path):
-    with pytest.raises(DataError, match="not a folder"):
+def test_files_folder_problems(tmp_path, monkeypatch):
+    with pytest.raises(DataError, match="not a folder$"):
         load_corpus(data_cfg(source="files", dir=str(tmp_path / "nope")))
+    monkeypatch.chdir(tmp_path)  # a relative folder (as a checkpoint trained elsewhere holds) names the folder it is read from
+    with pytest.raises(DataError, match=f"not a folder \\(relative to the current folder, {tmp_path}\\)"):
+        load_corpus(data_cfg(source="files", dir="../elsewhere/data"))
     with pytest.raises(DataError, match="has no"):
         load_corpus(data_cfg(source="files", dir=str(tmp_path)))
 

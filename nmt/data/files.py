@@ -45,7 +45,8 @@ def load_files(cfg: DataConfig) -> datasets.DatasetDict:
     and streamed into a memory-mapped Arrow table; a split with no file is absent."""
     folder = Path(str(cfg.dir)).expanduser()
     if not folder.is_dir():
-        raise DataError(f"data.dir={folder} is not a folder")
+        where = "" if folder.is_absolute() else f" (relative to the current folder, {Path.cwd()})"
+        raise DataError(f"data.dir={folder} is not a folder{where}")
     out = {}
     swap = (cfg.tsv_columns or [cfg.src_lang])[0] != cfg.src_lang
     for split in SPLITS:
