@@ -60,6 +60,7 @@ EOLE_VARIANTS = {
     "eole_shuffled_steps": "eole_shuffled stopped at --steps updates, not at 15 minutes",
     "eole_dropout0": "Eole as is with dropout 0 (does its dropout act? the same score would say no)",
     "eole_keep_duplicates": "Eole as is, but a batch keeps a pair whose source it already holds (nothing skipped)",
+    "eole_keep_duplicates_steps": "eole_keep_duplicates stopped at --steps updates, not at 15 minutes",
 }
 EOLE_PASSES = 25  # eole_shuffled: passes written (Eole's 15 minutes read about 20)
 EOLE_BUCKET, EOLE_SENTS = 262_144, 64  # eole/config/training.py: bucket_size's default; bench_small.yaml: batch_size
@@ -247,6 +248,16 @@ def skipped(harness: Path, steps: int) -> dict:
     return out
 
 
+def stop_at(bench: Path, steps: int) -> None:
+    """Eole's run stops at ``steps`` updates by itself (and saves there: save_checkpoint_steps divides it)."""
+    import yaml
+
+    cfg_path = bench / "eole" / "bench_small.yaml"
+    cfg = yaml.safe_load(cfg_path.read_text())
+    cfg["training"]["train_steps"] = steps
+    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
 def reshuffled(bench: Path, seed: int = 1234, eole_seed: int = 42, steps: int = 0) -> None:
     """eole_shuffled: the training files become EOLE_PASSES passes over the corpus, each in its own random order, and
     Eole's bucket one pass (its reading order is then a new shuffle each pass; vocabulary counts scale alike)."""
@@ -264,9 +275,9 @@ def reshuffled(bench: Path, seed: int = 1234, eole_seed: int = 42, steps: int = 
     cfg = yaml.safe_load(cfg_path.read_text())
     cfg["training"]["bucket_size"] = len(zh)
     cfg["seed"] = eole_seed
-    if steps:  # Eole stops there by itself (and saves: save_checkpoint_steps divides it)
-        cfg["training"]["train_steps"] = steps
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    if steps:
+        stop_at(bench, steps)
 
 
 def keep_duplicates(bench: Path) -> None:
@@ -302,8 +313,10 @@ def eole_run(name: str, harness: Path, bench: Path, batch1: bool = False, steps:
             cfg = yaml.safe_load(cfg_path.read_text())
             cfg["training"]["dropout"] = [0.0]
             cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-        elif name == "eole_keep_duplicates":
+        elif name.startswith("eole_keep_duplicates"):
             keep_duplicates(bench)
+            if name.endswith("_steps"):
+                stop_at(bench, steps)
         env = {**os.environ, "BENCH_DECODE_BATCH": "default", "BENCH_TPUT_REPEATS": "1", "BENCH_TPUT_WARMUP": "50",
                "BENCH_TPUT_STEPS": "50", "BENCH_DECODE_REPEATS": "1"}  # multiples of its report_every (50)
         if name.endswith("_steps"):
