@@ -51,9 +51,12 @@ def gap_ablation() -> str:
     def one(row: dict) -> str:  # a peer's greedy BLEU decoding one sentence a batch (no padding read)
         return f" ({row['bleu_greedy_sents1']:.2f} one a batch)" if "bleu_greedy_sents1" in row else ""
 
+    def gain(row: dict) -> str:  # beam 5 against our baseline of the same record, where it has one
+        return f"{row['bleu_beam5'] - base['bleu_beam5']:+.2f}" if base else "–"
+
     for path in sorted(RECORDS.glob("gap_ablation*.json")):
         r = json.loads(path.read_text())
-        base = r["rows"]["baseline"]
+        base = r["rows"].get("baseline")  # a record of the peer's variants alone has none
         rows = [(name, row) for name, row in r["rows"].items()] + list(r.get("peer_rows", {}).items())
         eole_round = json.loads((RECORDS / "side_by_side_eole.json").read_text())["rows"]["eole@default"]["theirs"][0]
         rows.append(("Eole 0.6.4 (`side_by_side_eole.json`)", {"moves": "the peer itself, in its own round", **eole_round}))
@@ -61,7 +64,7 @@ def gap_ablation() -> str:
                 "| variant | what moves | updates | dev ppl last (lowest) | BLEU greedy | BLEU beam 5 | beam 5 − baseline |",
                 "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
         out += [f"| {name} | {row['moves']} | {row.get('steps', row.get('budget_steps')):,} | {ppl(row)} | "
-                f"{row['bleu_greedy']:.2f}{one(row)} | {row['bleu_beam5']:.2f} | {row['bleu_beam5'] - base['bleu_beam5']:+.2f} |"
+                f"{row['bleu_greedy']:.2f}{one(row)} | {row['bleu_beam5']:.2f} | {gain(row)} |"
                 for name, row in rows]
         out.append("")
         if "skipped" in r:
