@@ -19,10 +19,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from nmt.device import PRECISIONS, cpu_info
+from nmt.run_folder import git_commit
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from nmt.device import PRECISIONS, cpu_info  # noqa: E402
-from nmt.run_folder import git_commit  # noqa: E402
 
 
 def evaluate_once(model: str, splits: list[str], beam: int, precision: str) -> list[dict]:
