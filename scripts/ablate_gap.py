@@ -47,6 +47,10 @@ VARIANTS: dict[str, tuple[str, list[str], list[str]]] = {
     "harness_spm": ("the harness's sentencepiece models (the peers' pieces), our batches", [], ["harness_spm"]),
     "eole_batches_harness_spm": ("Eole's batches and the peers' pieces", ["trainer.valid_every=1000"],
                                  ["eole_batches", "harness_spm"]),
+    "eole_batches_harness_spm_s43": ("Eole's batches and the peers' pieces, another seed",
+                                     ["trainer.valid_every=1000", "trainer.seed=43"], ["eole_batches", "harness_spm"]),
+    "eole_batches_harness_spm_s44": ("Eole's batches and the peers' pieces, a third seed",
+                                     ["trainer.valid_every=1000", "trainer.seed=44"], ["eole_batches", "harness_spm"]),
     "eole_batches_harness_spm_dropout0": ("and no dropout (does ours then overfit as Eole's run does?)",
                                           ["trainer.valid_every=1000", "model.dropout=0.0"], ["eole_batches", "harness_spm"]),
     "eole_batches_dedup": ("Eole's batches as Eole fills them: a pair whose source the batch already holds is skipped "
@@ -61,6 +65,8 @@ EOLE_VARIANTS = {
     "eole_dropout0": "Eole as is with dropout 0 (does its dropout act? the same score would say no)",
     "eole_keep_duplicates": "Eole as is, but a batch keeps a pair whose source it already holds (nothing skipped)",
     "eole_keep_duplicates_steps": "eole_keep_duplicates stopped at --steps updates, not at 15 minutes",
+    "eole_keep_duplicates_steps_s43": "the same with Eole's seed 43 (its weights, dropout masks and batch order)",
+    "eole_keep_duplicates_steps_s44": "the same with Eole's seed 44",
 }
 EOLE_PASSES = 25  # eole_shuffled: passes written (Eole's 15 minutes read about 20)
 EOLE_BUCKET, EOLE_SENTS = 262_144, 64  # eole/config/training.py: bucket_size's default; bench_small.yaml: batch_size
@@ -248,13 +254,16 @@ def skipped(harness: Path, steps: int) -> dict:
     return out
 
 
-def stop_at(bench: Path, steps: int) -> None:
-    """Eole's run stops at ``steps`` updates by itself (and saves there: save_checkpoint_steps divides it)."""
+def stop_at(bench: Path, steps: int, seed: int = 0) -> None:
+    """Eole's run stops at ``steps`` updates by itself (and saves there: save_checkpoint_steps divides it); ``seed``:
+    Eole's seed instead of the harness's 42."""
     import yaml
 
     cfg_path = bench / "eole" / "bench_small.yaml"
     cfg = yaml.safe_load(cfg_path.read_text())
     cfg["training"]["train_steps"] = steps
+    if seed:
+        cfg["seed"] = seed
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 
@@ -315,11 +324,12 @@ def eole_run(name: str, harness: Path, bench: Path, batch1: bool = False, steps:
             cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         elif name.startswith("eole_keep_duplicates"):
             keep_duplicates(bench)
-            if name.endswith("_steps"):
-                stop_at(bench, steps)
+            seed = re.search(r"_steps(?:_s(\d+))?$", name)
+            if seed:
+                stop_at(bench, steps, int(seed.group(1) or 0))
         env = {**os.environ, "BENCH_DECODE_BATCH": "default", "BENCH_TPUT_REPEATS": "1", "BENCH_TPUT_WARMUP": "50",
                "BENCH_TPUT_STEPS": "50", "BENCH_DECODE_REPEATS": "1"}  # multiples of its report_every (50)
-        if name.endswith("_steps"):
+        if "_steps" in name:
             env["BENCH_BUDGET_S"] = "14400"  # the update count stops it, not the clock
         subprocess.run(["bash", str(bench / "run_eole.sh")], env=env, check=True)
     r = json.loads((bench / "results" / "eole.json").read_text())

@@ -80,6 +80,19 @@ def test_reshuffled_writes_shuffled_passes_and_a_one_pass_bucket(tmp_path):
     assert cfg["training"] == {"batch_size": 64, "bucket_size": 30} and cfg["seed"] == 42
 
 
+def test_stop_at_sets_eoles_update_count_and_seed(tmp_path):
+    """The *_steps variants stop Eole at an update count; *_steps_s43 also gives it seed 43; other keys stay."""
+    import yaml
+
+    (tmp_path / "eole").mkdir()
+    cfg_path = tmp_path / "eole" / "bench_small.yaml"
+    cfg_path.write_text("seed: 42\ntraining:\n  batch_size: 64\n  train_steps: 1000000\n")
+    ablate_gap.stop_at(tmp_path, 8400)
+    assert yaml.safe_load(cfg_path.read_text()) == {"seed": 42, "training": {"batch_size": 64, "train_steps": 8400}}
+    ablate_gap.stop_at(tmp_path, 8400, 43)
+    assert yaml.safe_load(cfg_path.read_text()) == {"seed": 43, "training": {"batch_size": 64, "train_steps": 8400}}
+
+
 def test_harness_spm_names_the_harness_models(tmp_path):
     """The variant trains on the harness's own sentencepiece files (nmt moves their special ids: test_tokenizer.py)."""
     assert ablate_gap.harness_spm(tmp_path / "run", tmp_path) == [
