@@ -51,6 +51,9 @@ VARIANTS: dict[str, tuple[str, list[str], list[str]]] = {
                                      ["trainer.valid_every=1000", "trainer.seed=43"], ["eole_batches", "harness_spm"]),
     "eole_batches_harness_spm_s44": ("Eole's batches and the peers' pieces, a third seed",
                                      ["trainer.valid_every=1000", "trainer.seed=44"], ["eole_batches", "harness_spm"]),
+    "eole_batches_harness_spm_eole_divisor": ("and Eole's loss divisor: a batch's summed cross-entropy over its target "
+                                              "tokens without EOS (ours: the mean over every term, EOS included)",
+                                              ["trainer.valid_every=1000"], ["eole_batches", "harness_spm", "eole_divisor"]),
     "eole_batches_harness_spm_dropout0": ("and no dropout (does ours then overfit as Eole's run does?)",
                                           ["trainer.valid_every=1000", "model.dropout=0.0"], ["eole_batches", "harness_spm"]),
     "eole_batches_dedup": ("Eole's batches as Eole fills them: a pair whose source the batch already holds is skipped "
@@ -67,6 +70,8 @@ EOLE_VARIANTS = {
     "eole_keep_duplicates_steps": "eole_keep_duplicates stopped at --steps updates, not at 15 minutes",
     "eole_keep_duplicates_steps_s43": "the same with Eole's seed 43 (its weights, dropout masks and batch order)",
     "eole_keep_duplicates_steps_s44": "the same with Eole's seed 44",
+    "eole_keep_duplicates_steps_eos_divisor": "eole_keep_duplicates_steps with its loss divided by every target token, "
+                                              "EOS included, as ours (Eole leaves EOS out of the divisor, not the loss)",
 }
 EOLE_PASSES = 25  # eole_shuffled: passes written (Eole's 15 minutes read about 20)
 EOLE_BUCKET, EOLE_SENTS = 262_144, 64  # eole/config/training.py: bucket_size's default; bench_small.yaml: batch_size
@@ -139,6 +144,28 @@ def eole_batches_dedup(run_dir: Path, harness: Path) -> None:
     eole_batches(run_dir, harness, dedup=True)
 
 
+def eole_divisor(run_dir: Path, harness: Path) -> None:
+    """Eole's loss divisor in our training: a batch's summed cross-entropy over its target tokens without EOS. Eole
+    0.6.4's ``Trainer._accum_batches`` counts ``tgt[:, 1:]`` (tokens and EOS) and takes one a sentence off, while its
+    loss sums every term: a batch weighs (n + 1) / n times its mean for n tokens a sentence, the short most
+    (scripts/compare_train_step.py measures it). Gradients only: the dev loss (no grad) stays the mean per token."""
+    import torch
+
+    import nmt.update as u
+    from nmt.vocab import PAD
+
+    plain = u.batch_loss
+
+    def eole_divided(model, batch, label_smoothing=0.0, precision="fp32"):
+        loss = plain(model, batch, label_smoothing, precision)
+        if not torch.is_grad_enabled():
+            return loss
+        terms = (batch.tgt_out != PAD).sum()
+        return loss * terms / (terms - batch.size)
+
+    u.batch_loss = eole_divided
+
+
 def harness_spm(run_dir: Path, harness: Path) -> list[str]:
     """The harness's sentencepiece models (the peers' pieces) as ours: the overrides that name them (nmt gives them its
     special ids, nmt.tokenizer.with_our_ids; the segmentation stays the harness's)."""
@@ -146,7 +173,7 @@ def harness_spm(run_dir: Path, harness: Path) -> list[str]:
 
 
 PATCHES = {"unpacked": unpacked, "eole_batches": eole_batches, "eole_batches_dedup": eole_batches_dedup,
-           "harness_spm": harness_spm}
+           "harness_spm": harness_spm, "eole_divisor": eole_divisor}
 
 
 def child(name: str, run_dir: Path, data: str, steps: int, harness: Path) -> None:
@@ -289,16 +316,29 @@ def reshuffled(bench: Path, seed: int = 1234, eole_seed: int = 42, steps: int = 
         stop_at(bench, steps)
 
 
-def keep_duplicates(bench: Path) -> None:
-    """eole_keep_duplicates: the harness copy's ``sigint_run.py`` (Eole's training runs in its process on a CPU with
-    num_workers 0) makes Eole's batch_iter keep every pair: its ``_should_deduplicate`` returns True."""
+def patch_runner(bench: Path, patch: str) -> None:
+    """Put ``patch`` (Python lines) into the harness copy's ``sigint_run.py``, before it runs Eole's module: Eole's
+    training runs in that process on a CPU with num_workers 0."""
     runner = bench / "sigint_run.py"
-    patch = ("import eole.inputters.dynamic_iterator as _d  # ablate_gap.py: eole_keep_duplicates\n"
-             "_d.DynamicDatasetIter._should_deduplicate = lambda self, src_text, seen: True\n")
     text = runner.read_text()
     if "runpy.run_module(" not in text:
         raise SystemExit(f"{runner}: no runpy.run_module( line to patch before")
     runner.write_text(text.replace("runpy.run_module(", patch + "runpy.run_module(", 1))
+
+
+def keep_duplicates(bench: Path) -> None:
+    """eole_keep_duplicates: Eole's batch_iter keeps every pair (its ``_should_deduplicate`` returns True)."""
+    patch_runner(bench, "import eole.inputters.dynamic_iterator as _d  # ablate_gap.py: eole_keep_duplicates\n"
+                        "_d.DynamicDatasetIter._should_deduplicate = lambda self, src_text, seen: True\n")
+
+
+def eos_divisor(bench: Path) -> None:
+    """*_eos_divisor: Eole's loss divided by every target token, EOS included, as ours: ``Trainer._accum_batches``
+    yields its divisor (tokens without EOS, normalization: tokens) plus one a sentence."""
+    patch_runner(bench, "import eole.trainer as _t  # ablate_gap.py: eole_eos_divisor\n"
+                        "_acc = _t.Trainer._accum_batches\n"
+                        "_t.Trainer._accum_batches = lambda self, it: ((bs, n + sum(len(b['tgt']) for b in bs)) "
+                        "for bs, n in _acc(self, it))\n")
 
 
 def eole_run(name: str, harness: Path, bench: Path, batch1: bool = False, steps: int = 0) -> dict:
@@ -324,9 +364,11 @@ def eole_run(name: str, harness: Path, bench: Path, batch1: bool = False, steps:
             cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         elif name.startswith("eole_keep_duplicates"):
             keep_duplicates(bench)
-            seed = re.search(r"_steps(?:_s(\d+))?$", name)
-            if seed:
-                stop_at(bench, steps, int(seed.group(1) or 0))
+            if name.endswith("_eos_divisor"):
+                eos_divisor(bench)
+            if "_steps" in name:
+                seed = re.search(r"_s(\d+)$", name)
+                stop_at(bench, steps, int(seed.group(1)) if seed else 0)
         env = {**os.environ, "BENCH_DECODE_BATCH": "default", "BENCH_TPUT_REPEATS": "1", "BENCH_TPUT_WARMUP": "50",
                "BENCH_TPUT_STEPS": "50", "BENCH_DECODE_REPEATS": "1"}  # multiples of its report_every (50)
         if "_steps" in name:

@@ -124,33 +124,64 @@ def test_eole_batches_dedup_skips_a_source_the_batch_already_holds(monkeypatch, 
     assert first == list(range(64))
 
 
-def test_keep_duplicates_makes_eoles_iterator_keep_every_pair(tmp_path):
-    """The patched sigint_run.py replaces _should_deduplicate before the module runs (a stand-in eole package here)."""
+def stand_in_eole(tmp_path: Path, modules: dict[str, str], probe: str):
+    """A stand-in ``eole`` package (``modules``: dotted name under eole -> source), the harness's sigint_run.py copied
+    beside it, and a function that runs ``probe`` (Python source) through that runner and returns what it printed."""
     import shutil
     import subprocess
 
-    pkg = tmp_path / "eole" / "inputters"
-    pkg.mkdir(parents=True)
-    (tmp_path / "eole" / "__init__.py").write_text("")
-    (pkg / "__init__.py").write_text("")
-    (pkg / "dynamic_iterator.py").write_text(
-        "class DynamicDatasetIter:\n"
-        "    def _should_deduplicate(self, src_text, seen):\n"
-        "        return src_text not in seen\n")
-    (tmp_path / "probe.py").write_text(
-        "from eole.inputters.dynamic_iterator import DynamicDatasetIter\n"
-        "print(DynamicDatasetIter()._should_deduplicate('a b', {'a b'}))\n")
+    for name, source in modules.items():
+        path = tmp_path / "eole" / Path(*name.split("."))
+        for folder in [tmp_path / "eole", *[p for p in path.parents if tmp_path / "eole" in p.parents]]:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "__init__.py").touch()
+        path.with_suffix(".py").write_text(source)
+    (tmp_path / "probe.py").write_text(probe)
     harness = Path.home() / ".cache/nmt-peers/bench/sigint_run.py"
     runner = Path(__file__).resolve().parents[2] / "shared/bench/peers/sigint_run.py"
     shutil.copy(runner if runner.exists() else harness, tmp_path / "sigint_run.py")
+    return lambda: subprocess.run([sys.executable, str(tmp_path / "sigint_run.py"), "probe"], cwd=tmp_path, text=True,
+                                  capture_output=True, check=True, env={"PYTHONPATH": str(tmp_path)}).stdout.strip()
 
-    def probe() -> str:
-        return subprocess.run([sys.executable, str(tmp_path / "sigint_run.py"), "probe"], cwd=tmp_path, text=True,
-                              capture_output=True, check=True, env={"PYTHONPATH": str(tmp_path)}).stdout.strip()
 
+def test_keep_duplicates_makes_eoles_iterator_keep_every_pair(tmp_path):
+    """The patched sigint_run.py replaces _should_deduplicate before the module runs (a stand-in eole package here)."""
+    probe = stand_in_eole(tmp_path, {"inputters.dynamic_iterator": "class DynamicDatasetIter:\n"
+                                     "    def _should_deduplicate(self, src_text, seen):\n"
+                                     "        return src_text not in seen\n"},
+                          "from eole.inputters.dynamic_iterator import DynamicDatasetIter\n"
+                          "print(DynamicDatasetIter()._should_deduplicate('a b', {'a b'}))\n")
     assert probe() == "False"
     ablate_gap.keep_duplicates(tmp_path)
     assert probe() == "True"
+
+
+def test_eos_divisor_adds_a_token_a_sentence_to_eoles_divisor(tmp_path):
+    """The patched sigint_run.py makes Trainer._accum_batches yield its divisor plus one a sentence (a stand-in eole)."""
+    probe = stand_in_eole(tmp_path, {"trainer": "class Trainer:\n"
+                                     "    def _accum_batches(self, iterator):\n"
+                                     "        for batch in iterator:\n"
+                                     "            yield [batch], 7\n"},
+                          "from eole.trainer import Trainer\n"
+                          "print([n for _, n in Trainer()._accum_batches([{'tgt': [[2, 5, 3], [2, 6, 3]]}, "
+                          "{'tgt': [[2, 3]]}])])\n")
+    assert probe() == "[7, 7]"
+    ablate_gap.eos_divisor(tmp_path)
+    assert probe() == "[9, 8]"
+
+
+def test_eole_divisor_weighs_a_batch_as_eole_does_in_training_only(monkeypatch, tmp_path):
+    """Ours with Eole's divisor: the mean loss times terms / (terms - sentences) with gradients, the mean without."""
+    import nmt.update as u
+    from nmt.batching import Batch
+
+    monkeypatch.setattr(u, "batch_loss", lambda model, batch, label_smoothing=0.0, precision="fp32": torch.tensor(2.0))
+    ablate_gap.eole_divisor(tmp_path, tmp_path)
+    tgt_out = torch.tensor([[5, 6, 7, 3], [8, 3, 0, 0]])  # 6 terms (EOS included), 2 sentences
+    batch = Batch(src=torch.ones(2, 3, dtype=torch.long), src_lens=torch.tensor([3, 3]), tgt_out=tgt_out)
+    assert float(u.batch_loss(None, batch)) == 2.0 * 6 / 4
+    with torch.no_grad():
+        assert float(u.batch_loss(None, batch)) == 2.0
 
 
 def test_skipped_counts_what_eoles_skipping_leaves_untrained(monkeypatch, tmp_path):

@@ -1,0 +1,135 @@
+"""Eole's training step against ours: the same weights, the same batches, no dropout; do the updates agree?
+
+    python scripts/compare_train_step.py --steps 100 --json docs/results/train_step_eole.json
+
+The gap ablation (docs/benchmarks.md) leaves a cost inside Eole's training unnamed. This takes the random masks out
+and asks whether what remains, the model, the loss, its divisor, clipping and Adam, is the same computation: Eole
+0.6.4 initializes bench-small and trains it --steps updates from the harness's pieces with its own code and dropout 0
+(scripts/eole_train_steps.py, in Eole's venv); ours starts from Eole's initial weights (swap_search's mapping) and
+trains on the very batches Eole's iterator yielded, through nmt's own training path (``fast_ops``, ``batch_loss``,
+``build_optimizer``, clipping as ``Updater``), twice: as nmt trains (the mean over every target token, EOS
+included) and with Eole's divisor (its summed loss over the target tokens without EOS). The record holds each
+update's cross-entropy per token on both sides and, at the end, how far each weight tensor of ours lies from Eole's
+relative to how far Eole's moved from the start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import yaml
+from swap_search import eole_model_config, eole_to_ours
+
+from nmt.batching import Batch
+from nmt.config import TrainerConfig
+from nmt.device import cpu_info
+from nmt.model import build_model
+from nmt.ops import fast_ops
+from nmt.optim import build_optimizer
+from nmt.run_folder import git_commit
+from nmt.update import batch_loss
+from nmt.vocab import EOS, PAD
+
+HERE = Path(__file__).resolve().parent
+
+
+def to_ours(ids: torch.Tensor) -> torch.Tensor:
+    """Eole's ids as ours: its <unk> 0 and <blank> (padding) 1 trade places (swap_search's vocabulary mapping)."""
+    return torch.where(ids <= 1, 1 - ids, ids)
+
+
+def our_batch(b: dict) -> Batch:
+    """Eole's batch (src (batch, src_len), srclen, tgt (batch, 1 + tgt_len): <s> y_1 .. y_n </s>) as ours."""
+    src, tgt = to_ours(b["src"]), to_ours(b["tgt"])
+    tgt_in = tgt[:, :-1].clone()
+    tgt_in[tgt_in == EOS] = PAD  # ours has no EOS in the decoder's input (Eole's lies past the loss's last term)
+    lens = b["srclen"].long()
+    return Batch(src=src, src_lens=lens, tgt_in=tgt_in, tgt_out=tgt[:, 1:].contiguous(), host_lens=lens.clone())
+
+
+def train_ours(model: torch.nn.Module, batches: list[Batch], eole_divisor: bool) -> list[float]:
+    """``len(batches)`` updates as nmt.update.Updater makes them (fp32, clip 5, Adam 1e-3); the loss per term of each."""
+    tr = TrainerConfig(lr=1e-3, clip_norm=5.0)
+    opt = build_optimizer(tr, model.parameters())
+    out = []
+    for b in batches:
+        loss = batch_loss(model, b)  # mean over the target tokens, EOS included
+        out.append(float(loss))
+        if eole_divisor:
+            terms = int((b.tgt_out != PAD).sum())
+            loss = loss * terms / (terms - b.size)  # Eole: the summed loss over the tokens without EOS
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tr.clip_norm)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return out
+
+
+def distance(ours: dict, eole: dict, init: dict) -> dict:
+    """Per tensor: max |ours - Eole| / max |Eole - start|; their median and maximum over the tensors."""
+    rel = {k: float((ours[k] - eole[k]).abs().max() / (eole[k] - init[k]).abs().max().clamp_min(1e-30)) for k in eole}
+    values = sorted(rel.values())
+    return {"median": values[len(values) // 2], "max": values[-1], "worst": max(rel, key=rel.get)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--harness", type=Path, default=Path.home() / ".cache/nmt-peers/bench",
+                   help="the harness's writable copy after an Eole run (../shared/bench/peers/run.sh makes it)")
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--json", type=Path, help="write the record here")
+    args = p.parse_args()
+    harness = args.harness.expanduser().resolve()
+    python, cfg_yaml = harness.parent / "eole-venv" / "bin" / "python", harness / "work" / "eole" / "cfg_budget.yaml"
+    for need in (python, cfg_yaml):
+        if not need.exists():
+            raise SystemExit(f"{need}: missing; run ../shared/bench/peers/run.sh run_eole.sh once")
+    with tempfile.TemporaryDirectory(prefix="compare_train_step_") as tmp:
+        work = Path(tmp)
+        subprocess.run([str(python), str(HERE / "eole_train_steps.py"), str(cfg_yaml), str(work), str(args.steps)],
+                       cwd=harness, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([str(python), "-c", "import sys, torch; from safetensors.torch import load_file; "
+                        "[torch.save(load_file(f'{sys.argv[1]}/{n}.safetensors'), f'{sys.argv[1]}/{n}.pt') "
+                        "for n in ('init', 'final')]", str(work)], check=True)
+        init = eole_to_ours(torch.load(work / "init.pt"))
+        final = eole_to_ours(torch.load(work / "final.pt"))
+        batches = [our_batch(b) for b in torch.load(work / "batches.pt")]
+        eole_losses = json.loads((work / "losses.json").read_text())
+    cfg = eole_model_config(yaml.safe_load(cfg_yaml.read_text()), str(cfg_yaml))
+    cfg.dropout = 0.0
+    runs = {}
+    for label, divisor in (("ours", False), ("ours_eole_divisor", True)):
+        torch.manual_seed(0)
+        model = build_model(cfg, init["encoder.embed.weight"].size(0), init["decoder.out.weight"].size(0), fast_ops())
+        model.load_state_dict(init)
+        model.train()
+        losses = train_ours(model, batches, divisor)
+        runs[label] = {"ce_per_token": losses, "distance": distance(model.state_dict(), final, init)}
+    eole_ce = [e["loss_sum"] / e["terms"] for e in eole_losses]
+    record = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(), "command": sys.argv,
+        "cpu": cpu_info(), "steps": len(batches), "harness_config": str(cfg_yaml),
+        "eole": {"ce_per_token": eole_ce, "divisor_over_terms": [e["divisor"] / e["terms"] for e in eole_losses]},
+        "runs": runs,
+        "first_update_ce_difference": abs(runs["ours"]["ce_per_token"][0] - eole_ce[0]),
+    }
+    for label, r in runs.items():
+        gaps = [abs(a - b) for a, b in zip(r["ce_per_token"], eole_ce)]
+        r["ce_gap_max"], r["ce_gap_last"] = max(gaps), gaps[-1]
+        print(f"{label}: loss per token within {max(gaps):.2e} of Eole's over {len(gaps)} updates (last {gaps[-1]:.2e}); "
+              f"weights after them {r['distance']['median']:.2e} (median), {r['distance']['max']:.2e} (max, "
+              f"{r['distance']['worst']}) of Eole's own move away from Eole's")
+    if args.json:
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

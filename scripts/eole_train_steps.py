@@ -1,0 +1,75 @@
+"""Eole 0.6.4's own training loop for a few updates, its batches and weights written out (run by compare_train_step.py).
+
+    EOLE_PYTHON scripts/eole_train_steps.py CFG_YAML OUT_DIR STEPS [INIT.safetensors]
+
+Runs in Eole's venv, from the harness folder (the config's paths are relative to it). The config is the harness's
+budget config (work/eole/cfg_budget.yaml) with dropout 0 (no random masks: both sides must be deterministic),
+``train_steps`` STEPS and nothing saved. The model is built, initialized and trained by Eole's own code
+(``for_training``, ``Optimizer.from_config``, ``build_trainer``, ``build_dynamic_dataset_iter``, ``Trainer.train``);
+INIT, when given, replaces the initial weights. Writes to OUT_DIR: init.safetensors (the weights before the first
+update), final.safetensors (after the last), batches.pt (each update's src, srclen and tgt as Eole's iterator
+yielded them) and losses.json (each update's summed cross-entropy and Eole's loss divisor).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+import yaml
+from eole.config.run import TrainConfig
+from eole.constants import CorpusTask
+from eole.inputters.dynamic_iterator import build_dynamic_dataset_iter
+from eole.models.model import get_model_class
+from eole.train_single import TrainingInitializer, configure_process
+from eole.trainer import build_trainer
+from eole.utils.optimizers import Optimizer
+from safetensors.torch import load_file, save_file
+
+
+def main(cfg_yaml: str, out: str, steps: int, init: str = "") -> None:
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    d = yaml.safe_load(Path(cfg_yaml).read_text())
+    d["training"].update(dropout=[0.0], train_steps=steps, model_path=str(out_dir / "model"), valid_steps=10**9,
+                         save_checkpoint_steps=10**9)
+    config = TrainConfig(**d)
+    configure_process(config, -1)
+    context = TrainingInitializer(config).initialize()
+    model = get_model_class(context.config.model).for_training(context.config.model, context.vocabs,
+                                                               context.config.training, metadata=context.metadata,
+                                                               device_id=-1)
+    if init:
+        model.load_state_dict(load_file(init), strict=True)
+    save_file({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}, str(out_dir / "init.safetensors"))
+    optim = Optimizer.from_config(model, context.config, metadata=context.metadata)
+    trainer = build_trainer(context.config, -1, model, context.vocabs, optim, model_saver=None)
+    batches: list[dict] = []
+    losses: list[dict] = []
+    compute = trainer.batch_processor._compute_loss  # wrapped to record what Eole's own step computes
+
+    def recorded_loss(src, tgt, src_len, batch, normalization, accum_count, kwargs):
+        loss, stats = compute(src, tgt, src_len, batch, normalization, accum_count, kwargs)
+        losses.append({"loss_sum": float(loss.detach()) * normalization, "divisor": int(normalization),
+                       "terms": int(stats.n_tokens), "stats_loss": float(stats.loss)})
+        return loss, stats
+
+    trainer.batch_processor._compute_loss = recorded_loss
+    it = build_dynamic_dataset_iter(context.config, context.transforms, context.vocabs, task=CorpusTask.TRAIN,
+                                    stride=1, offset=0, device_id=-1)
+
+    def recording():
+        for batch, bucket in it:
+            batches.append({k: batch[k].clone() for k in ("src", "srclen", "tgt")})
+            yield batch, bucket
+
+    trainer.train(recording(), steps, save_checkpoint_steps=0, valid_iter=None)
+    save_file({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}, str(out_dir / "final.safetensors"))
+    torch.save(batches[: len(losses)], out_dir / "batches.pt")
+    (out_dir / "losses.json").write_text(json.dumps(losses))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "")
