@@ -10,7 +10,8 @@ trains on the very batches Eole's iterator yielded, through nmt's own training p
 ``build_optimizer``, clipping as ``Updater``), twice: as nmt trains (the mean over every target token, EOS
 included) and with Eole's divisor (its summed loss over the target tokens without EOS). The record holds each
 update's cross-entropy per token on both sides and, at the end, how far each weight tensor of ours lies from Eole's
-relative to how far Eole's moved from the start.
+relative to how far Eole's moved from the start. Then the masks themselves, counted: one update on each side with the
+config's dropout (0.2), each dropout that acted with its calls and the elements it drew over (``dropout_census``).
 """
 
 from __future__ import annotations
@@ -79,6 +80,23 @@ def distance(ours: dict, eole: dict, init: dict) -> dict:
     return {"median": values[len(values) // 2], "max": values[-1], "worst": max(rel, key=rel.get)}
 
 
+def our_census(cfg, init: dict, batch: Batch, p: float) -> list[dict]:
+    """Each of our dropout modules that acted in one training forward of ``batch`` at rate ``p``: calls, elements."""
+    cfg.dropout = p
+    model = build_model(cfg, init["encoder.embed.weight"].size(0), init["decoder.out.weight"].size(0), fast_ops())
+    acted: dict[str, dict] = {}
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.Dropout):
+            def count(module, inputs, output, name=name):
+                if module.training and module.p > 0:
+                    row = acted.setdefault(name, {"module": name, "p": module.p, "calls": 0, "elements": 0})
+                    row["calls"] += 1
+                    row["elements"] += inputs[0].numel()
+            m.register_forward_hook(count)
+    batch_loss(model.train(), batch)
+    return list(acted.values())
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--harness", type=Path, default=Path.home() / ".cache/nmt-peers/bench",
@@ -102,7 +120,14 @@ def main() -> int:
         final = eole_to_ours(torch.load(work / "final.pt"))
         batches = [our_batch(b) for b in torch.load(work / "batches.pt")]
         eole_losses = json.loads((work / "losses.json").read_text())
+        subprocess.run([str(python), str(HERE / "eole_train_steps.py"), str(cfg_yaml), str(work / "census"), "--census"],
+                       cwd=harness, check=True, stdout=subprocess.DEVNULL)
+        eole_census = json.loads((work / "census" / "census.json").read_text())
+        census_batch = our_batch(torch.load(work / "census" / "batches.pt")[0])
+        rate = yaml.safe_load(cfg_yaml.read_text())["training"]["dropout"][0]
     cfg = eole_model_config(yaml.safe_load(cfg_yaml.read_text()), str(cfg_yaml))
+    census = {"batch": list(census_batch.src.shape) + [census_batch.tgt_out.size(1)], "eole": eole_census,
+              "ours": our_census(cfg, init, census_batch, rate)}
     cfg.dropout = 0.0
     runs = {}
     for label, divisor in (("ours", False), ("ours_eole_divisor", True)):
@@ -119,6 +144,7 @@ def main() -> int:
         "eole": {"ce_per_token": eole_ce, "divisor_over_terms": [e["divisor"] / e["terms"] for e in eole_losses]},
         "runs": runs,
         "first_update_ce_difference": abs(runs["ours"]["ce_per_token"][0] - eole_ce[0]),
+        "dropout_census": census,
     }
     for label, r in runs.items():
         gaps = [abs(a - b) for a, b in zip(r["ce_per_token"], eole_ce)]

@@ -1,6 +1,7 @@
 """Eole 0.6.4's own training loop for a few updates, its batches and weights written out (run by compare_train_step.py).
 
     EOLE_PYTHON scripts/eole_train_steps.py CFG_YAML OUT_DIR STEPS [INIT.safetensors]
+    EOLE_PYTHON scripts/eole_train_steps.py CFG_YAML OUT_DIR --census
 
 Runs in Eole's venv, from the harness folder (the config's paths are relative to it). The config is the harness's
 budget config (work/eole/cfg_budget.yaml) with dropout 0 (no random masks: both sides must be deterministic),
@@ -9,6 +10,9 @@ budget config (work/eole/cfg_budget.yaml) with dropout 0 (no random masks: both 
 INIT, when given, replaces the initial weights. Writes to OUT_DIR: init.safetensors (the weights before the first
 update), final.safetensors (after the last), batches.pt (each update's src, srclen and tgt as Eole's iterator
 yielded them) and losses.json (each update's summed cross-entropy and Eole's loss divisor).
+
+``--census``: one update with the config's own dropout, and census.json: each dropout module that acted (name, rate,
+calls, elements) and each ``nn.LSTM`` with its inter-layer dropout (applied inside torch, so counted by shape).
 """
 
 from __future__ import annotations
@@ -29,11 +33,34 @@ from eole.utils.optimizers import Optimizer
 from safetensors.torch import load_file, save_file
 
 
-def main(cfg_yaml: str, out: str, steps: int, init: str = "") -> None:
+def census(model: torch.nn.Module) -> tuple[dict[str, dict], list[dict]]:
+    """Forward hooks that count what each dropout module with a rate above 0 drops from (filled as the model runs);
+    the LSTMs' own dropout."""
+    acted: dict[str, dict] = {}
+
+    def hook(name):
+        def count(module, inputs, output):
+            if module.training and module.p > 0:
+                row = acted.setdefault(name, {"module": name, "p": module.p, "calls": 0, "elements": 0})
+                row["calls"] += 1
+                row["elements"] += inputs[0].numel()
+        return count
+
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.register_forward_hook(hook(name))
+    lstms = [{"module": name, "dropout": m.dropout, "num_layers": m.num_layers, "bidirectional": m.bidirectional}
+             for name, m in model.named_modules() if isinstance(m, torch.nn.LSTM)]
+    return acted, lstms
+
+
+def main(cfg_yaml: str, out: str, steps: int, init: str = "", count_dropout: bool = False) -> None:
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     d = yaml.safe_load(Path(cfg_yaml).read_text())
-    d["training"].update(dropout=[0.0], train_steps=steps, model_path=str(out_dir / "model"), valid_steps=10**9,
+    if not count_dropout:
+        d["training"]["dropout"] = [0.0]
+    d["training"].update(train_steps=steps, model_path=str(out_dir / "model"), valid_steps=10**9,
                          save_checkpoint_steps=10**9)
     config = TrainConfig(**d)
     configure_process(config, -1)
@@ -46,6 +73,7 @@ def main(cfg_yaml: str, out: str, steps: int, init: str = "") -> None:
     save_file({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}, str(out_dir / "init.safetensors"))
     optim = Optimizer.from_config(model, context.config, metadata=context.metadata)
     trainer = build_trainer(context.config, -1, model, context.vocabs, optim, model_saver=None)
+    acted, lstms = census(model) if count_dropout else ({}, [])
     batches: list[dict] = []
     losses: list[dict] = []
     compute = trainer.batch_processor._compute_loss  # wrapped to record what Eole's own step computes
@@ -69,7 +97,12 @@ def main(cfg_yaml: str, out: str, steps: int, init: str = "") -> None:
     save_file({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}, str(out_dir / "final.safetensors"))
     torch.save(batches[: len(losses)], out_dir / "batches.pt")
     (out_dir / "losses.json").write_text(json.dumps(losses))
+    if count_dropout:
+        (out_dir / "census.json").write_text(json.dumps({"dropout": list(acted.values()), "lstm": lstms}))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "")
+    if sys.argv[3] == "--census":
+        main(sys.argv[1], sys.argv[2], 1, count_dropout=True)
+    else:
+        main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "")

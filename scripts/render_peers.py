@@ -109,5 +109,36 @@ def swap_search() -> str:
     return "\n".join(out)
 
 
+def train_step() -> str:
+    """scripts/compare_train_step.py records: Eole's updates and ours from the same weights on the same batches."""
+    out = []
+    for path in sorted(RECORDS.glob("train_step_*.json")):
+        r = json.loads(path.read_text())
+        ratio = r["eole"]["divisor_over_terms"]
+        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}; {r['steps']} updates from "
+                f"Eole's initial weights on the batches Eole's iterator yielded, dropout 0; Eole's divisor over its loss's "
+                f"terms: {min(ratio):.3f}-{max(ratio):.3f}):", "",
+                "| our run | loss per token, largest gap to Eole's | at the last update | weights after: median gap "
+                "/ Eole's move | largest (tensor) |",
+                "| --- | ---: | ---: | ---: | --- |"]
+        names = {"ours": "as nmt trains (mean over every term, EOS included)",
+                 "ours_eole_divisor": "with Eole's divisor (summed loss / tokens without EOS)"}
+        for label, x in r["runs"].items():
+            d = x["distance"]
+            out.append(f"| {names.get(label, label)} | {x['ce_gap_max']:.1e} | {x['ce_gap_last']:.1e} | "
+                       f"{d['median']:.1e} | {d['max']:.1e} (`{d['worst']}`) |")
+        out.append("")
+        if "dropout_census" in r:
+            c = r["dropout_census"]
+            src, tgt = c["batch"][1], c["batch"][2]
+            cells = [f"`{x['module']}` {x['calls']}× {x['elements']:,}" for x in c["eole"]["dropout"]]
+            cells += [f"`{x['module']}` (inside `nn.LSTM`, {x['num_layers']} layers) p {x['dropout']}" for x in c["eole"]["lstm"]]
+            ours = [f"`{x['module']}` {x['calls']}× {x['elements']:,}" for x in c["ours"]]
+            out += [f"Dropout in one update at the config's rate, a batch of {c['batch'][0]} sentences of {src} source and "
+                    f"{tgt} target positions (module, calls, elements drawn over): Eole {', '.join(cells)}; "
+                    f"ours {', '.join(ours)}.", ""]
+    return "\n".join(out)
+
+
 PEERS_RENDERERS: dict[str, Callable[[], str]] = {"decode_side_by_side": decode_side_by_side, "gap_ablation": gap_ablation,
-                                                 "swap_search": swap_search}
+                                                 "swap_search": swap_search, "train_step": train_step}
