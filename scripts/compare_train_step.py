@@ -1,6 +1,7 @@
 """Eole's training step against ours: the same weights, the same batches, no dropout; do the updates agree?
 
     python scripts/compare_train_step.py --steps 100 --json docs/results/train_step_eole.json
+    python scripts/compare_train_step.py --steps 1000 --dropout 0.2 --json docs/results/train_step_eole_dropout.json
 
 The gap ablation (docs/benchmarks.md) leaves a cost inside Eole's training unnamed. This takes the random masks out
 and asks whether what remains, the model, the loss, its divisor, clipping and Adam, is the same computation: Eole
@@ -12,6 +13,8 @@ included) and with Eole's divisor (its summed loss over the target tokens withou
 update's cross-entropy per token on both sides and, at the end, how far each weight tensor of ours lies from Eole's
 relative to how far Eole's moved from the start. Then the masks themselves, counted: one update on each side with the
 config's dropout (0.2), each dropout that acted with its calls and the elements it drew over (``dropout_census``).
+With ``--dropout P`` both sides train with that rate instead: their masks differ, so the weights part ways, but
+the training loss over each window of updates (``windows``) should fall alike if the two are one process.
 """
 
 from __future__ import annotations
@@ -53,6 +56,14 @@ def our_batch(b: dict) -> Batch:
     tgt_in[tgt_in == EOS] = PAD  # ours has no EOS in the decoder's input (Eole's lies past the loss's last term)
     lens = b["srclen"].long()
     return Batch(src=src, src_lens=lens, tgt_in=tgt_in, tgt_out=tgt[:, 1:].contiguous(), host_lens=lens.clone())
+
+
+def windows(ce: list[float], terms: list[int], size: int = 100) -> list[float]:
+    """Cross-entropy per token over each run of ``size`` updates (token-weighted, as Eole's training log)."""
+    out = []
+    for a in range(0, len(ce) - size + 1, size):
+        out.append(sum(c * n for c, n in zip(ce[a:a + size], terms[a:a + size])) / sum(terms[a:a + size]))
+    return out
 
 
 def train_ours(model: torch.nn.Module, batches: list[Batch], eole_divisor: bool) -> list[float]:
@@ -102,6 +113,7 @@ def main() -> int:
     p.add_argument("--harness", type=Path, default=Path.home() / ".cache/nmt-peers/bench",
                    help="the harness's writable copy after an Eole run (../shared/bench/peers/run.sh makes it)")
     p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--dropout", type=float, default=0.0, help="train both sides at this rate (default 0: deterministic)")
     p.add_argument("--json", type=Path, help="write the record here")
     args = p.parse_args()
     harness = args.harness.expanduser().resolve()
@@ -111,8 +123,8 @@ def main() -> int:
             raise SystemExit(f"{need}: missing; run ../shared/bench/peers/run.sh run_eole.sh once")
     with tempfile.TemporaryDirectory(prefix="compare_train_step_") as tmp:
         work = Path(tmp)
-        subprocess.run([str(python), str(HERE / "eole_train_steps.py"), str(cfg_yaml), str(work), str(args.steps)],
-                       cwd=harness, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([str(python), str(HERE / "eole_train_steps.py"), str(cfg_yaml), str(work), "--steps",
+                        str(args.steps), "--dropout", str(args.dropout)], cwd=harness, check=True, stdout=subprocess.DEVNULL)
         subprocess.run([str(python), "-c", "import sys, torch; from safetensors.torch import load_file; "
                         "[torch.save(load_file(f'{sys.argv[1]}/{n}.safetensors'), f'{sys.argv[1]}/{n}.pt') "
                         "for n in ('init', 'final')]", str(work)], check=True)
@@ -128,7 +140,7 @@ def main() -> int:
     cfg = eole_model_config(yaml.safe_load(cfg_yaml.read_text()), str(cfg_yaml))
     census = {"batch": list(census_batch.src.shape) + [census_batch.tgt_out.size(1)], "eole": eole_census,
               "ours": our_census(cfg, init, census_batch, rate)}
-    cfg.dropout = 0.0
+    cfg.dropout = args.dropout
     runs = {}
     for label, divisor in (("ours", False), ("ours_eole_divisor", True)):
         torch.manual_seed(0)
@@ -138,10 +150,12 @@ def main() -> int:
         losses = train_ours(model, batches, divisor)
         runs[label] = {"ce_per_token": losses, "distance": distance(model.state_dict(), final, init)}
     eole_ce = [e["loss_sum"] / e["terms"] for e in eole_losses]
+    terms = [e["terms"] for e in eole_losses]
     record = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(), "command": sys.argv,
-        "cpu": cpu_info(), "steps": len(batches), "harness_config": str(cfg_yaml),
-        "eole": {"ce_per_token": eole_ce, "divisor_over_terms": [e["divisor"] / e["terms"] for e in eole_losses]},
+        "cpu": cpu_info(), "steps": len(batches), "dropout": args.dropout, "harness_config": str(cfg_yaml),
+        "eole": {"ce_per_token": eole_ce, "divisor_over_terms": [e["divisor"] / e["terms"] for e in eole_losses],
+                 "windows": windows(eole_ce, terms)},
         "runs": runs,
         "first_update_ce_difference": abs(runs["ours"]["ce_per_token"][0] - eole_ce[0]),
         "dropout_census": census,
@@ -149,6 +163,7 @@ def main() -> int:
     for label, r in runs.items():
         gaps = [abs(a - b) for a, b in zip(r["ce_per_token"], eole_ce)]
         r["ce_gap_max"], r["ce_gap_last"] = max(gaps), gaps[-1]
+        r["windows"] = windows(r["ce_per_token"], terms)
         print(f"{label}: loss per token within {max(gaps):.2e} of Eole's over {len(gaps)} updates (last {gaps[-1]:.2e}); "
               f"weights after them {r['distance']['median']:.2e} (median), {r['distance']['max']:.2e} (max, "
               f"{r['distance']['worst']}) of Eole's own move away from Eole's")

@@ -1,11 +1,11 @@
 """Eole 0.6.4's own training loop for a few updates, its batches and weights written out (run by compare_train_step.py).
 
-    EOLE_PYTHON scripts/eole_train_steps.py CFG_YAML OUT_DIR STEPS [INIT.safetensors]
+    EOLE_PYTHON scripts/eole_train_steps.py CFG_YAML OUT_DIR --steps 100 [--init INIT.safetensors] [--dropout P]
     EOLE_PYTHON scripts/eole_train_steps.py CFG_YAML OUT_DIR --census
 
 Runs in Eole's venv, from the harness folder (the config's paths are relative to it). The config is the harness's
-budget config (work/eole/cfg_budget.yaml) with dropout 0 (no random masks: both sides must be deterministic),
-``train_steps`` STEPS and nothing saved. The model is built, initialized and trained by Eole's own code
+budget config (work/eole/cfg_budget.yaml) with dropout 0 (no random masks: both sides must be deterministic; --dropout
+gives another rate), ``train_steps`` STEPS and nothing saved. The model is built, initialized and trained by Eole's own code
 (``for_training``, ``Optimizer.from_config``, ``build_trainer``, ``build_dynamic_dataset_iter``, ``Trainer.train``);
 INIT, when given, replaces the initial weights. Writes to OUT_DIR: init.safetensors (the weights before the first
 update), final.safetensors (after the last), batches.pt (each update's src, srclen and tgt as Eole's iterator
@@ -17,8 +17,8 @@ calls, elements) and each ``nn.LSTM`` with its inter-layer dropout (applied insi
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
@@ -54,12 +54,12 @@ def census(model: torch.nn.Module) -> tuple[dict[str, dict], list[dict]]:
     return acted, lstms
 
 
-def main(cfg_yaml: str, out: str, steps: int, init: str = "", count_dropout: bool = False) -> None:
+def main(cfg_yaml: str, out: str, steps: int, init: str = "", count_dropout: bool = False, dropout: float = 0.0) -> None:
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     d = yaml.safe_load(Path(cfg_yaml).read_text())
     if not count_dropout:
-        d["training"]["dropout"] = [0.0]
+        d["training"]["dropout"] = [dropout]
     d["training"].update(train_steps=steps, model_path=str(out_dir / "model"), valid_steps=10**9,
                          save_checkpoint_steps=10**9)
     config = TrainConfig(**d)
@@ -102,7 +102,12 @@ def main(cfg_yaml: str, out: str, steps: int, init: str = "", count_dropout: boo
 
 
 if __name__ == "__main__":
-    if sys.argv[3] == "--census":
-        main(sys.argv[1], sys.argv[2], 1, count_dropout=True)
-    else:
-        main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "")
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("cfg_yaml")
+    p.add_argument("out")
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--init", default="", help="initial weights (safetensors, Eole's names) instead of Eole's own")
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--census", action="store_true", help="one update at the config's dropout, counting the masks")
+    a = p.parse_args()
+    main(a.cfg_yaml, a.out, 1 if a.census else a.steps, a.init, a.census, a.dropout)

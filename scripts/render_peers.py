@@ -115,14 +115,25 @@ def train_step() -> str:
     for path in sorted(RECORDS.glob("train_step_*.json")):
         r = json.loads(path.read_text())
         ratio = r["eole"]["divisor_over_terms"]
+        names = {"ours": "as nmt trains (mean over every term, EOS included)",
+                 "ours_eole_divisor": "with Eole's divisor (summed loss / tokens without EOS)"}
+        if r.get("dropout"):  # masks differ: the training loss over windows of updates, not the weights
+            out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}; {r['steps']} updates "
+                    f"from Eole's initial weights on the batches Eole's iterator yielded, dropout {r['dropout']} on both "
+                    "sides; training cross-entropy per token over each 100 updates):", "",
+                    "| updates | Eole | " + " | ".join(f"ours {names[k]}" for k in r["runs"]) + " |",
+                    "| --- | ---: |" + " ---: |" * len(r["runs"])]
+            for i, e in enumerate(r["eole"]["windows"]):
+                out.append(f"| {i * 100 + 1:,}–{(i + 1) * 100:,} | {e:.3f} | "
+                           + " | ".join(f"{x['windows'][i]:.3f}" for x in r["runs"].values()) + " |")
+            out.append("")
+            continue
         out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}; {r['steps']} updates from "
                 f"Eole's initial weights on the batches Eole's iterator yielded, dropout 0; Eole's divisor over its loss's "
                 f"terms: {min(ratio):.3f}-{max(ratio):.3f}):", "",
                 "| our run | loss per token, largest gap to Eole's | at the last update | weights after: median gap "
                 "/ Eole's move | largest (tensor) |",
                 "| --- | ---: | ---: | ---: | --- |"]
-        names = {"ours": "as nmt trains (mean over every term, EOS included)",
-                 "ours_eole_divisor": "with Eole's divisor (summed loss / tokens without EOS)"}
         for label, x in r["runs"].items():
             d = x["distance"]
             out.append(f"| {names.get(label, label)} | {x['ce_gap_max']:.1e} | {x['ce_gap_last']:.1e} | "

@@ -59,3 +59,8 @@ def test_updates_with_eoles_divisor_differ_from_ours_only_after_the_first_loss()
     d = cts.distance(w_eole, w_eole, start)
     assert d["max"] == 0.0
     assert cts.distance(w_plain, w_eole, start)["max"] > 0.0
+
+
+def test_windows_weigh_each_update_by_its_tokens():
+    assert cts.windows([1.0, 3.0, 5.0, 7.0], [10, 30, 10, 10], size=2) == [2.5, 6.0]  # (10 + 90) / 40, (50 + 70) / 20
+    assert cts.windows([1.0, 3.0, 5.0], [1, 1, 1], size=2) == [2.0]  # a partial window is left out
