@@ -54,6 +54,9 @@ VARIANTS: dict[str, tuple[str, list[str], list[str]]] = {
     "eole_batches_harness_spm_eole_divisor": ("and Eole's loss divisor: a batch's summed cross-entropy over its target "
                                               "tokens without EOS (ours: the mean over every term, EOS included)",
                                               ["trainer.valid_every=1000"], ["eole_batches", "harness_spm", "eole_divisor"]),
+    "eole_stream_harness_spm": ("Eole's own batches, as its iterator yields them with nothing skipped (not our "
+                                "imitation), and the peers' pieces", ["trainer.valid_every=1000"],
+                                ["harness_spm", "eole_stream"]),
     "eole_batches_harness_spm_dropout0": ("and no dropout (does ours then overfit as Eole's run does?)",
                                           ["trainer.valid_every=1000", "model.dropout=0.0"], ["eole_batches", "harness_spm"]),
     "eole_batches_dedup": ("Eole's batches as Eole fills them: a pair whose source the batch already holds is skipped "
@@ -166,6 +169,42 @@ def eole_divisor(run_dir: Path, harness: Path) -> None:
     u.batch_loss = eole_divided
 
 
+def eole_stream(run_dir: Path, harness: Path) -> None:
+    """Eole's own training batches in its order (nothing skipped, as the eole_keep_duplicates runs): the first STEPS of
+    its iterator, written by scripts/eole_train_steps.py --batches-only in Eole's venv, its pieces given our ids
+    (the harness's sentencepiece models as nmt.tokenizer.with_our_ids numbers them; <blank> is our <pad>)."""
+    import sentencepiece as spm
+    import torch
+
+    import nmt.batching as b
+    from nmt.tokenizer import with_our_ids
+    from nmt.vocab import EOS, PAD, UNK
+
+    out = run_dir / "eole_stream"
+    if not (out / "batches.pt").exists():
+        subprocess.run([str(harness.parent / "eole-venv" / "bin" / "python"), str(ROOT / "scripts" / "eole_train_steps.py"),
+                        str(harness / "work" / "eole" / "cfg_budget.yaml"), str(out), "--steps", str(STEPS),
+                        "--batches-only", "--keep-duplicates"], cwd=harness, check=True, stdout=subprocess.DEVNULL)
+    vocab = json.loads((out / "vocab.json").read_text(encoding="utf-8"))
+    ids = {}
+    for side, lang in (("src", "zh"), ("tgt", "en")):
+        sp = spm.SentencePieceProcessor(model_proto=with_our_ids((harness / "data" / f"spm.{lang}.model").read_bytes()))
+        ours = [sp.piece_to_id(p) for p in vocab[side]]
+        ours[:4] = [UNK, PAD, 2, EOS]  # Eole's <unk> <blank> <s> </s>
+        ids[side] = torch.tensor(ours)
+    batches = []
+    for x in torch.load(out / "batches.pt"):
+        src, tgt = ids["src"][x["src"].long()], ids["tgt"][x["tgt"].long()]
+        tgt_in = tgt[:, :-1].masked_fill(tgt[:, :-1] == EOS, PAD)
+        lens = x["srclen"].long()
+        batches.append(b.Batch(src=src, src_lens=lens, tgt_in=tgt_in, tgt_out=tgt[:, 1:].contiguous(), host_lens=lens))
+
+    plain = b.epoch_batches
+    b.epoch_batches = lambda pairs, batch_tokens, rng, max_sentences=100_000: batches  # one "epoch": the stream
+    b.train_batches = lambda src, tgt, batch_tokens, rng, max_sentences=100_000: plain(  # the dev set's batches
+        b.Pairs.from_lists(src, tgt), batch_tokens, rng, max_sentences)
+
+
 def harness_spm(run_dir: Path, harness: Path) -> list[str]:
     """The harness's sentencepiece models (the peers' pieces) as ours: the overrides that name them (nmt gives them its
     special ids, nmt.tokenizer.with_our_ids; the segmentation stays the harness's)."""
@@ -173,11 +212,14 @@ def harness_spm(run_dir: Path, harness: Path) -> list[str]:
 
 
 PATCHES = {"unpacked": unpacked, "eole_batches": eole_batches, "eole_batches_dedup": eole_batches_dedup,
-           "harness_spm": harness_spm, "eole_divisor": eole_divisor}
+           "harness_spm": harness_spm, "eole_divisor": eole_divisor, "eole_stream": eole_stream}
+STEPS = 8400  # --steps, set by child() for the patches that need it (eole_stream)
 
 
 def child(name: str, run_dir: Path, data: str, steps: int, harness: Path) -> None:
     """Train the variant in this process (its patches applied), then score the final weights."""
+    global STEPS
+    STEPS = steps
     _, overrides, patches = VARIANTS[name]
     overrides = overrides + [o for p in patches for o in PATCHES[p](run_dir, harness) or []]
     if not (run_dir / "checkpoints" / "last.pt").exists():

@@ -2,6 +2,7 @@
 
     EOLE_PYTHON scripts/eole_train_steps.py CFG_YAML OUT_DIR --steps 100 [--init INIT.safetensors] [--dropout P]
     EOLE_PYTHON scripts/eole_train_steps.py CFG_YAML OUT_DIR --census
+    EOLE_PYTHON scripts/eole_train_steps.py CFG_YAML OUT_DIR --steps 8400 --batches-only [--keep-duplicates]
 
 Runs in Eole's venv, from the harness folder (the config's paths are relative to it). The config is the harness's
 budget config (work/eole/cfg_budget.yaml) with dropout 0 (no random masks: both sides must be deterministic; --dropout
@@ -13,6 +14,10 @@ yielded them) and losses.json (each update's summed cross-entropy and Eole's los
 
 ``--census``: one update with the config's own dropout, and census.json: each dropout module that acted (name, rate,
 calls, elements) and each ``nn.LSTM`` with its inter-layer dropout (applied inside torch, so counted by shape).
+
+``--batches-only``: no model; the first STEPS batches of Eole's training iterator (batches.pt, int32) and its
+vocabularies (vocab.json: the tokens in id order), for ablate_gap.py's ``eole_stream``. ``--keep-duplicates``: its
+batch_iter keeps a pair whose source the batch already holds (as ablate_gap.py's eole_keep_duplicates runs).
 """
 
 from __future__ import annotations
@@ -52,6 +57,30 @@ def census(model: torch.nn.Module) -> tuple[dict[str, dict], list[dict]]:
     lstms = [{"module": name, "dropout": m.dropout, "num_layers": m.num_layers, "bidirectional": m.bidirectional}
              for name, m in model.named_modules() if isinstance(m, torch.nn.LSTM)]
     return acted, lstms
+
+
+def stream(cfg_yaml: str, out: str, steps: int, keep_duplicates: bool) -> None:
+    """The first ``steps`` batches Eole's training iterator yields, and its vocabularies (see --batches-only)."""
+    import eole.inputters.dynamic_iterator as di
+    from eole.inputters.inputter import vocabs_to_dict
+
+    if keep_duplicates:
+        di.DynamicDatasetIter._should_deduplicate = lambda self, src_text, seen: True
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = TrainConfig(**yaml.safe_load(Path(cfg_yaml).read_text()))
+    configure_process(config, -1)
+    context = TrainingInitializer(config).initialize()
+    it = build_dynamic_dataset_iter(context.config, context.transforms, context.vocabs, task=CorpusTask.TRAIN,
+                                    stride=1, offset=0, device_id=-1)
+    batches = []
+    for batch, _ in it:
+        batches.append({k: batch[k].to(torch.int32) for k in ("src", "srclen", "tgt")})
+        if len(batches) == steps:
+            break
+    torch.save(batches, out_dir / "batches.pt")
+    vocab = vocabs_to_dict(context.vocabs)
+    (out_dir / "vocab.json").write_text(json.dumps({"src": vocab["src"], "tgt": vocab["tgt"]}, ensure_ascii=False))
 
 
 def main(cfg_yaml: str, out: str, steps: int, init: str = "", count_dropout: bool = False, dropout: float = 0.0) -> None:
@@ -109,5 +138,10 @@ if __name__ == "__main__":
     p.add_argument("--init", default="", help="initial weights (safetensors, Eole's names) instead of Eole's own")
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--census", action="store_true", help="one update at the config's dropout, counting the masks")
+    p.add_argument("--batches-only", action="store_true", help="no training: the iterator's first --steps batches")
+    p.add_argument("--keep-duplicates", action="store_true", help="with --batches-only: nothing skipped")
     a = p.parse_args()
-    main(a.cfg_yaml, a.out, 1 if a.census else a.steps, a.init, a.census, a.dropout)
+    if a.batches_only:
+        stream(a.cfg_yaml, a.out, a.steps, a.keep_duplicates)
+    else:
+        main(a.cfg_yaml, a.out, 1 if a.census else a.steps, a.init, a.census, a.dropout)

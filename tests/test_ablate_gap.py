@@ -199,3 +199,44 @@ def test_skipped_counts_what_eoles_skipping_leaves_untrained(monkeypatch, tmp_pa
     assert r["no_skip"]["batches_per_bucket"] == 22 and r["eole"]["batches_per_bucket"] == 21  # 100 short + 1 long
     assert plain["15-19"]["times_trained"] == 20 and plain["0-4"]["times_trained"] == 20 and plain["0-4"]["pairs"] == 10
     assert eole["15-19"]["times_trained"] in (2, 3)  # two buckets and two batches of a third: once a bucket
+
+
+def test_eole_stream_trains_on_eoles_own_batches_with_our_ids(monkeypatch, tmp_path):
+    """eole_stream: Eole's batches (written as eole_train_steps.py --batches-only writes them) become the one epoch,
+    in Eole's order, each piece given our id by the harness's sentencepiece model; the dev set keeps our batching."""
+    import json
+    import random
+
+    import sentencepiece as spm
+    from test_tokenizer import write_spm
+
+    from nmt import batching
+    from nmt.tokenizer import with_our_ids
+
+    texts = ["the old dog barked .", "a cat sat on the mat .", "dogs and cats are friends ."] * 20
+    (tmp_path / "data").mkdir()
+    for lang in ("zh", "en"):
+        write_spm(tmp_path / "data" / f"spm.{lang}.model", texts)
+    sp = spm.SentencePieceProcessor(model_proto=with_our_ids((tmp_path / "data" / "spm.en.model").read_bytes()))
+    pieces = sp.encode_as_pieces("the old dog barked .")
+    vocab = ["<unk>", "<blank>", "<s>", "</s>", *pieces[::-1]]  # Eole's own order: not spm's
+    eole_id = {p: i for i, p in enumerate(vocab)}
+    tgt = [[2, *[eole_id[p] for p in pieces], 3], [2, eole_id[pieces[0]], 3, *[1] * (len(pieces) - 1)]]
+    src = [[eole_id[p] for p in pieces], [eole_id[pieces[1]], 0] + [1] * (len(pieces) - 2)]
+    out = tmp_path / "run" / "eole_stream"
+    out.mkdir(parents=True)
+    (out / "vocab.json").write_text(json.dumps({"src": vocab, "tgt": vocab}))
+    torch.save([{"src": torch.tensor(src, dtype=torch.int32), "srclen": torch.tensor([len(pieces), 2], dtype=torch.int32),
+                 "tgt": torch.tensor(tgt, dtype=torch.int32)}] * 3, out / "batches.pt")
+    monkeypatch.setattr(batching, "epoch_batches", batching.epoch_batches)
+    monkeypatch.setattr(batching, "train_batches", batching.train_batches)
+    ablate_gap.eole_stream(tmp_path / "run", tmp_path)
+    stream = batching.epoch_batches(None, 700, random.Random(0))
+    assert len(stream) == 3
+    b = stream[0]
+    ids = [sp.piece_to_id(p) for p in pieces]
+    assert b.src.tolist() == [ids, [ids[1], 1] + [0] * (len(pieces) - 2)]  # <unk> 1, <blank> our <pad> 0
+    assert b.tgt_in.tolist() == [[2, *ids], [2, ids[0]] + [0] * (len(pieces) - 1)]
+    assert b.tgt_out.tolist() == [[*ids, 3], [ids[0], 3] + [0] * (len(pieces) - 1)]
+    dev = batching.train_batches([[5, 6]], [[7]], 700, random.Random(0))
+    assert len(dev) == 1 and dev[0].src.tolist() == [[5, 6]]
