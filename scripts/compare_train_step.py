@@ -29,7 +29,8 @@ from pathlib import Path
 
 import torch
 import yaml
-from swap_search import eole_model_config, eole_to_ours
+from eole_train_steps import census
+from swap_search import _safetensors, eole_model_config, eole_to_ours
 
 from nmt.batching import Batch
 from nmt.config import TrainerConfig
@@ -95,15 +96,7 @@ def our_census(cfg, init: dict, batch: Batch, p: float) -> list[dict]:
     """Each of our dropout modules that acted in one training forward of ``batch`` at rate ``p``: calls, elements."""
     cfg.dropout = p
     model = build_model(cfg, init["encoder.embed.weight"].size(0), init["decoder.out.weight"].size(0), fast_ops())
-    acted: dict[str, dict] = {}
-    for name, m in model.named_modules():
-        if isinstance(m, torch.nn.Dropout):
-            def count(module, inputs, output, name=name):
-                if module.training and module.p > 0:
-                    row = acted.setdefault(name, {"module": name, "p": module.p, "calls": 0, "elements": 0})
-                    row["calls"] += 1
-                    row["elements"] += inputs[0].numel()
-            m.register_forward_hook(count)
+    acted, _ = census(model)
     batch_loss(model.train(), batch)
     return list(acted.values())
 
@@ -125,9 +118,9 @@ def main() -> int:
         work = Path(tmp)
         subprocess.run([str(python), str(HERE / "eole_train_steps.py"), str(cfg_yaml), str(work), "--steps",
                         str(args.steps), "--dropout", str(args.dropout)], cwd=harness, check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([str(python), "-c", "import sys, torch; from safetensors.torch import load_file; "
-                        "[torch.save(load_file(f'{sys.argv[1]}/{n}.safetensors'), f'{sys.argv[1]}/{n}.pt') "
-                        "for n in ('init', 'final')]", str(work)], check=True)
+        for name in ("init", "final"):
+            _safetensors(python, "import sys, torch; from safetensors.torch import load_file; "
+                         "torch.save(load_file(sys.argv[1]), sys.argv[2])", work / f"{name}.safetensors", work / f"{name}.pt")
         init = eole_to_ours(torch.load(work / "init.pt"))
         final = eole_to_ours(torch.load(work / "final.pt"))
         batches = [our_batch(b) for b in torch.load(work / "batches.pt")]

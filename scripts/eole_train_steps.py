@@ -28,19 +28,11 @@ from pathlib import Path
 
 import torch
 import yaml
-from eole.config.run import TrainConfig
-from eole.constants import CorpusTask
-from eole.inputters.dynamic_iterator import build_dynamic_dataset_iter
-from eole.models.model import get_model_class
-from eole.train_single import TrainingInitializer, configure_process
-from eole.trainer import build_trainer
-from eole.utils.optimizers import Optimizer
-from safetensors.torch import load_file, save_file
 
 
 def census(model: torch.nn.Module) -> tuple[dict[str, dict], list[dict]]:
     """Forward hooks that count what each dropout module with a rate above 0 drops from (filled as the model runs);
-    the LSTMs' own dropout."""
+    the LSTMs' own dropout. Plain torch: compare_train_step.py counts our model's with it too."""
     acted: dict[str, dict] = {}
 
     def hook(name):
@@ -62,7 +54,11 @@ def census(model: torch.nn.Module) -> tuple[dict[str, dict], list[dict]]:
 def stream(cfg_yaml: str, out: str, steps: int, keep_duplicates: bool) -> None:
     """The first ``steps`` batches Eole's training iterator yields, and its vocabularies (see --batches-only)."""
     import eole.inputters.dynamic_iterator as di
+    from eole.config.run import TrainConfig
+    from eole.constants import CorpusTask
+    from eole.inputters.dynamic_iterator import build_dynamic_dataset_iter
     from eole.inputters.inputter import vocabs_to_dict
+    from eole.train_single import TrainingInitializer, configure_process
 
     if keep_duplicates:
         di.DynamicDatasetIter._should_deduplicate = lambda self, src_text, seen: True
@@ -84,6 +80,17 @@ def stream(cfg_yaml: str, out: str, steps: int, keep_duplicates: bool) -> None:
 
 
 def main(cfg_yaml: str, out: str, steps: int, init: str = "", count_dropout: bool = False, dropout: float = 0.0) -> None:
+    """Eole's own training of ``steps`` updates (see the module's docstring). Eole is imported here: this module's
+    census() also serves our venv, which has no Eole."""
+    from eole.config.run import TrainConfig
+    from eole.constants import CorpusTask
+    from eole.inputters.dynamic_iterator import build_dynamic_dataset_iter
+    from eole.models.model import get_model_class
+    from eole.train_single import TrainingInitializer, configure_process
+    from eole.trainer import build_trainer
+    from eole.utils.optimizers import Optimizer
+    from safetensors.torch import load_file, save_file
+
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     d = yaml.safe_load(Path(cfg_yaml).read_text())
