@@ -104,7 +104,7 @@ class LuongAttention(nn.Module):
         if self.mode == "local_m":
             return torch.minimum(positions.unsqueeze(0), (src_lens - 1).unsqueeze(1))
         if self.mode == "local_p":
-            gate = self.v_p(torch.tanh(self.W_p(query))).squeeze(-1)  # (batch, T)
+            gate = self.v_p(self.ops.tanh(self.W_p(query))).squeeze(-1)  # (batch, T)
             return src_lens.unsqueeze(1) * torch.sigmoid(gate.float())
         return None
 
@@ -113,7 +113,7 @@ class LuongAttention(nn.Module):
         or against a window of keys per step (batch, T, W, d) → (batch, T, W)."""
         if self.score == "concat":  # v_aᵀ tanh(W_q h_t + W_k h̄_s)
             k = keys if keys.dim() == 4 else keys.unsqueeze(1)  # (batch, T or 1, S or W, d)
-            return self.v_a(torch.tanh(self.W_q(query).unsqueeze(2) + k)).squeeze(-1)
+            return self.v_a(self.ops.tanh(self.W_q(query).unsqueeze(2) + k)).squeeze(-1)
         if keys.dim() == 4:  # a window per step
             scores = (query.unsqueeze(2) * keys).sum(-1)  # (batch, T, W)
         else:

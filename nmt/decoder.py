@@ -136,5 +136,5 @@ class Decoder(nn.Module):
 
     def _attend(self, h: torch.Tensor, src: Source, positions: torch.Tensor):
         c, a, p = self.attention(h, src.keys, src.memory, src.mask, src.lens, positions)
-        att = self.dropout(torch.tanh(self.W_c(torch.cat([c, h], -1))))  # (batch, T, hidden) h̃_t
+        att = self.dropout(self.ops.tanh(self.W_c(torch.cat([c, h], -1))))  # (batch, T, hidden) h̃_t
         return att, a, p

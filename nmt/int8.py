@@ -34,7 +34,7 @@ from torch.ao.quantization import per_channel_dynamic_qconfig
 from nmt.config import ModelConfig
 from nmt.device import cpu_flags
 from nmt.model import Seq2Seq, build_model
-from nmt.ops import Ops
+from nmt.ops import FastOps
 from nmt.tokenizer import Tokenizer
 
 
@@ -85,8 +85,8 @@ def int8_linear(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Int8L
     return Int8Linear(weight, bias)
 
 
-class Int8Ops(Ops):
-    """Plain ops whose ``addmm`` (the written-out LSTM step) multiplies by an int8 copy of the weight, packed
+class Int8Ops(FastOps):
+    """``FastOps`` whose ``addmm`` (the written-out LSTM step) multiplies by an int8 copy of the weight, packed
     the first time that weight tensor is seen (the search's step weights are cached, so once per model)."""
 
     def __init__(self) -> None:

@@ -66,9 +66,7 @@ def cell(x: torch.Tensor, feed: Optional[torch.Tensor], state, w: Weights, ops: 
     for layer, (W, b) in enumerate(w):
         rec = h0[layer] if inp is None else torch.cat([inp, h0[layer]], -1)  # (batch, H or 2H)
         gates = ops.addmm(x if layer == 0 else b, rec, W)  # (batch, 4H)
-        i, f, g, o = gates.chunk(4, -1)
-        c = torch.sigmoid(f) * c0[layer] + torch.sigmoid(i) * torch.tanh(g)
-        hl = torch.sigmoid(o) * torch.tanh(c)
+        hl, c = ops.lstm(gates, c0[layer])  # σ(o)·tanh(c), σ(f)·c_{t-1} + σ(i)·tanh(g)
         hs.append(hl)
         cs.append(c)
         inp = dropout(hl) if layer + 1 < len(w) else hl

@@ -11,7 +11,7 @@ from typing import Optional
 
 import torch
 
-from nmt.ops import Ops
+from nmt.ops import FastOps
 
 
 class _SourceGrad:
@@ -146,9 +146,9 @@ def addmm(bias: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return _DeferredAddmm.apply(bias, x, w, acc)
 
 
-class DeferredOps(Ops):
-    """``nmt.ops.Ops`` with each tapped tensor's per-step gradients summed once per batch (in training; with
-    gradients off it is plain torch)."""
+class DeferredOps(FastOps):
+    """``nmt.ops.FastOps`` with each tapped tensor's per-step gradients summed once per batch (in training; with
+    gradients off its addmm, bmm and gather are plain torch)."""
 
     defers = True
 

@@ -57,6 +57,10 @@ VARIANTS: dict[str, tuple[str, list[str], list[str]]] = {
     "eole_stream_harness_spm": ("Eole's own batches, as its iterator yields them with nothing skipped (not our "
                                 "imitation), and the peers' pieces", ["trainer.valid_every=1000"],
                                 ["harness_spm", "eole_stream"]),
+    "eole_stream_harness_spm_s43": ("the same with our seed 43 (weights, dropout; Eole's stream unchanged)",
+                                    ["trainer.valid_every=1000", "trainer.seed=43"], ["harness_spm", "eole_stream"]),
+    "eole_stream_harness_spm_s44": ("the same with our seed 44", ["trainer.valid_every=1000", "trainer.seed=44"],
+                                    ["harness_spm", "eole_stream"]),
     "eole_batches_harness_spm_dropout0": ("and no dropout (does ours then overfit as Eole's run does?)",
                                           ["trainer.valid_every=1000", "model.dropout=0.0"], ["eole_batches", "harness_spm"]),
     "eole_batches_dedup": ("Eole's batches as Eole fills them: a pair whose source the batch already holds is skipped "
