@@ -35,7 +35,7 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; fi
 
 test: venv browser
-	NMT_REQUIRE_BROWSER=$(CAN_APT) $(PY) -m pytest -q
+	NMT_REQUIRE_BROWSER=$(CAN_APT) $(PY) -m pytest -q -n 2
 
 lint: venv
 	$(VENV)/bin/ruff check nmt scripts tests

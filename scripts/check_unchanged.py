@@ -58,13 +58,18 @@ def training(code: Path, out: Path, env: dict) -> dict:
 
 
 def decoding(code: Path, model: str, src: Path, out: Path, env: dict) -> dict:
-    """md5 of ``nmt.translate``'s output for greedy and beam 5."""
+    """md5 of ``nmt.translate``'s output for greedy and beam 5, and its BLEU against the dev references (an output
+    that changes is then judged by its score)."""
+    import sacrebleu
+
+    refs = pq.read_table(DEV)["en"].to_pylist()
     figures = {}
     for beam in (1, 5):
         hyp = out / f"beam{beam}.txt"
         run(code, env, "nmt.translate", model, "--beam", str(beam), "--device", "cpu", "--input", str(src),
             "--output", str(hyp))
         figures[f"beam{beam}_md5"] = hashlib.md5(hyp.read_bytes()).hexdigest()
+        figures[f"beam{beam}_bleu"] = round(sacrebleu.corpus_bleu(hyp.read_text(encoding="utf-8").splitlines(), [refs]).score, 2)
     return figures
 
 

@@ -99,8 +99,13 @@ def unchanged() -> str:
         speed = "not timed"
         if med := r.get("speed_medians"):
             speed = ", ".join(f"{med['working_tree'][k] / med['base'][k]:.3f}" for k in med["base"])
+        same = "identical"
+        if not r["unchanged"]:
+            same = "differ: " + ", ".join(k for k in r["base"] if r["base"][k] != r["working_tree"].get(k))
+        bleu = [f"{k[:5]} {r['base'][k]:.2f} → {r['working_tree'][k]:.2f}" for k in r["base"] if k.endswith("_bleu")]
+        same += f" (dev BLEU {', '.join(bleu)})" if bleu else ""
         rows.append(f"| `{path.name}` ({r['date'][:10]}) | {base} | {r['head'][:7]}{' + changes' if r['dirty'] else ''} | "
-                    f"{'identical' if r['unchanged'] else 'DIFFERENT'} | {speed} |")
+                    f"{same} | {speed} |")
     return "\n".join(rows) + "\n"
 
 
