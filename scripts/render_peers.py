@@ -109,6 +109,35 @@ def swap_search() -> str:
     return "\n".join(out)
 
 
+def stream_compare() -> str:
+    """scripts/compare_streams.py's record: Eole's own batch stream beside our imitation of it."""
+    r = json.loads((RECORDS / "stream_compare.json").read_text())
+    rows = [("batches", "batches", "{:,}"), ("target pieces a batch", "target_pieces_per_batch", "{:.1f}"),
+            ("distinct source texts a batch of 64", "distinct_sources_per_batch", "{:.2f}"),
+            ("distinct batch contents", "distinct_batches", "{:,}")]
+    out = [f"`stream_compare.json` ({r['date'][:10]}, {r['commit'][:7]}; {r['corpus_texts']:,} distinct pairs in the "
+           f"corpus; batch contents found in both streams: **{r['batches_in_both']:,}**; Spearman of the pairs' "
+           f"training counts: {r['pair_count_spearman']:.2f}):", "",
+           "| | Eole's stream | our imitation |", "| --- | ---: | ---: |"]
+    for label, key, fmt in rows:
+        out.append(f"| {label} | {fmt.format(r['eole'][key])} | {fmt.format(r['imitation'][key])} |")
+    for label, key in (("a pair trained: mean, std, 10th–90th percentile, most", "pair_counts"),):
+        e, i = r["eole"][key], r["imitation"][key]
+        out.append(f"| {label} | {e['mean']:.2f}, {e['std']:.2f}, {e['p10']:.0f}–{e['p90']:.0f}, {e['max']} | "
+                   f"{i['mean']:.2f}, {i['std']:.2f}, {i['p10']:.0f}–{i['p90']:.0f}, {i['max']} |")
+    met = list(r["eole"]["pairs_met_by"])
+    out.append(f"| pairs met by batch {', '.join(met)} | {', '.join(f'{v:,}' for v in r['eole']['pairs_met_by'].values())} | "
+               f"{', '.join(f'{v:,}' for v in r['imitation']['pairs_met_by'].values())} |")
+    out.append(f"| mean source length, windows of 700 batches | {min(r['eole']['source_length_by_window'])}–"
+               f"{max(r['eole']['source_length_by_window'])} | {min(r['imitation']['source_length_by_window'])}–"
+               f"{max(r['imitation']['source_length_by_window'])} |")
+    out.append(f"| batch to next batch, source length correlation | {r['eole']['source_length_lag1_correlation']:.3f} | "
+               f"{r['imitation']['source_length_lag1_correlation']:.3f} |")
+    out.append(f"| batches between a content's repeats (median) | {r['eole']['repeat_gap_median']:,.0f} | "
+               f"{r['imitation']['repeat_gap_median']:,.0f} |")
+    return "\n".join(out) + "\n"
+
+
 def train_step() -> str:
     """scripts/compare_train_step.py records: Eole's updates and ours from the same weights on the same batches."""
     out = []
@@ -152,4 +181,5 @@ def train_step() -> str:
 
 
 PEERS_RENDERERS: dict[str, Callable[[], str]] = {"decode_side_by_side": decode_side_by_side, "gap_ablation": gap_ablation,
-                                                 "swap_search": swap_search, "train_step": train_step}
+                                                 "swap_search": swap_search, "train_step": train_step,
+                                                 "stream_compare": stream_compare}
