@@ -7,7 +7,8 @@ At ``BASE`` (a git worktree in a temporary folder) and at the working tree:
    the final weights' md5 and the dev history (loss, BLEU);
 2. with ``--model``, ``nmt.translate`` of the 1,000 Tatoeba dev lines, greedy and beam 5: md5 of each output;
 3. with ``--speed N``, N rounds alternating the two: bench-small training target tokens/s (scripts/benchmark.py,
-   fp32, 150 steps after 30) and, with ``--model``, ``nmt.evaluate``'s greedy and beam-5 sentences/s; medians.
+   fp32, 150 steps after 30) and, with ``--model``, ``nmt.evaluate``'s greedy and beam-5 sentences/s (at each
+   ``--precision``, fp32 by default); medians.
 Exit status 1 if an output differs (speed is reported, not judged). Writes a record (date, commits, command,
 CPU, figures) with ``--json``.
 """
@@ -23,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
@@ -73,17 +75,19 @@ def decoding(code: Path, model: str, src: Path, out: Path, env: dict) -> dict:
     return figures
 
 
-def speed(code: Path, model: Optional[str], env: dict, out: Path) -> dict:
-    """One round at ``code``: training target tokens/s and, with ``model``, decoding sentences/s."""
+def speed(code: Path, model: Optional[str], env: dict, out: Path, precisions: Sequence[str] = ("fp32",)) -> dict:
+    """One round at ``code``: training target tokens/s and, with ``model``, decoding sentences/s at each of
+    ``precisions`` (keys suffixed but for fp32)."""
     figures_json = out / "bench.json"
     run(code, env, "scripts.benchmark", "--config", "bench_small", "--steps", "150", "--warmup", "30", "--no-decode",
         "--json", str(figures_json), "trainer.precision=fp32")
     figures = {"train_tgt_tok_per_s": json.loads(figures_json.read_text())["train"]["tgt_tok_per_s"]}
-    for beam in (1, 5) if model else ():
+    for precision, beam in ((p, b) for p in precisions for b in (1, 5)) if model else ():
         proc = subprocess.run([sys.executable, "-m", "nmt.evaluate", model, "--split", "dev", "--beam", str(beam),
-                               "--device", "cpu", "--json"], cwd=code, env=dict(env, PYTHONPATH=str(code)),
-                              capture_output=True, text=True, check=True)
-        figures[f"beam{beam}_sents_per_s"] = json.loads(proc.stdout)["sentences_per_s"]
+                               "--device", "cpu", "--precision", precision, "--json"], cwd=code,
+                              env=dict(env, PYTHONPATH=str(code)), capture_output=True, text=True, check=True)
+        suffix = "" if precision == "fp32" else f"_{precision}"
+        figures[f"beam{beam}_sents_per_s{suffix}"] = json.loads(proc.stdout)["sentences_per_s"]
     return figures
 
 
@@ -92,6 +96,7 @@ def main() -> int:
     p.add_argument("base", help="the commit to compare the working tree with")
     p.add_argument("--model", help="a trained run or checkpoint to decode the dev lines with")
     p.add_argument("--speed", type=int, default=0, metavar="N", help="N alternating rounds of speed figures")
+    p.add_argument("--precision", default="fp32", help="decoding precisions timed, comma-separated (fp32,int8)")
     p.add_argument("--json")
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="unchanged_"))
@@ -112,7 +117,7 @@ def main() -> int:
         rounds: dict[str, list[dict]] = {"base": [], "working_tree": []}
         for i in range(args.speed):  # alternating, so that machine drift hits both alike
             for name, code in (("base", tmp / "base_code"), ("working_tree", REPO)):
-                rounds[name].append(speed(code, args.model, env, tmp / name))
+                rounds[name].append(speed(code, args.model, env, tmp / name, args.precision.split(",")))
                 print(f"speed round {i + 1}", name, json.dumps(rounds[name][-1]), flush=True)
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(tmp / "base_code")], cwd=REPO, capture_output=True)

@@ -89,16 +89,22 @@ def house() -> str:
     return "\n".join(rows) + "\n\nPrivate names reached across objects: " + ", ".join(private) + ".\n"
 
 
+def speed_label(key: str) -> str:
+    """A check_unchanged speed key as the table names it: beam5_sents_per_s_int8 -> "beam 5 int8"."""
+    key = key.replace("train_tgt_tok_per_s", "train").replace("beam1_sents_per_s", "greedy")
+    return key.replace("beam5_sents_per_s", "beam 5").replace("_", " ")
+
+
 def unchanged() -> str:
     """scripts/check_unchanged.py records: fixed-seed training and dev translations at a base commit and after."""
-    rows = ["| record | base | after | weights, dev history, greedy and beam-5 md5 | after / base: train, greedy, beam 5 |",
+    rows = ["| record | base | after | weights, dev history, greedy and beam-5 md5 | speed, after / base |",
             "| --- | --- | --- | --- | --- |"]
     for path in sorted(RECORDS.glob("unchanged_*.json"), key=lambda p: json.loads(p.read_text())["date"]):
         r = json.loads(path.read_text())
         base = next(a for a in r["command"][1:] if not a.startswith("-"))
         speed = "not timed"
         if med := r.get("speed_medians"):
-            speed = ", ".join(f"{med['working_tree'][k] / med['base'][k]:.3f}" for k in med["base"])
+            speed = ", ".join(f"{speed_label(k)} {med['working_tree'][k] / med['base'][k]:.3f}" for k in med["base"])
         same = "identical"
         if not r["unchanged"]:
             same = "differ: " + ", ".join(k for k in r["base"] if r["base"][k] != r["working_tree"].get(k))
