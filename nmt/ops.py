@@ -14,7 +14,8 @@ touch the whole source or a step's weights through an ``Ops``:
 ``Ops`` is plain torch; with ``compile_step`` its loop step goes through ``torch.compile`` (nmt/compiled_step.py).
 ``FastOps`` computes fp32 tanh on the CPU as 2σ(2x) − 1: torch's CPU tanh costs about 4× its sigmoid (1.8 against
 0.45 ms for (5000, 256) on an AVX-512 EPYC), and an LSTM layer's four gates take one sigmoid call instead of four
-calls; the values differ from torch's tanh by at most 2.4e-7 (``tests/test_ops.py``).
+calls; the values differ from torch's tanh by at most 2.4e-7 (``tests/test_ops.py``). Whole passes gain little
+(fp32 about 1 %, int8 beam search about 4 %: docs/benchmarks.md, "Speed work kept").
 ``nmt.source_grad.DeferredOps`` (a ``FastOps``) computes the same values, but sums the gradients
 that a tapped tensor gets from every step in one matmul per batch, not one outer product per step.
 ``build_model`` plugs in ``fast_ops()``. ``tests/test_attention.py`` checks that both give the same loss
