@@ -72,6 +72,37 @@ def gap_ablation() -> str:
     return "\n".join(out)
 
 
+SEED_GROUPS = {  # the runs on the peers' pieces with Eole's batches, nothing skipped, 8,400 updates
+    "Eole 0.6.4 on its own stream": ["eole_keep_duplicates_steps", "eole_keep_duplicates_steps_eos_divisor",
+                                     "eole_keep_duplicates_steps_s43", "eole_keep_duplicates_steps_s44"],
+    "ours on Eole's own stream": ["eole_stream_harness_spm", "eole_stream_harness_spm_s43", "eole_stream_harness_spm_s44"],
+    "ours on our imitation of it": ["eole_batches_harness_spm", "eole_batches_harness_spm_eole_divisor",
+                                    "eole_batches_harness_spm_s43", "eole_batches_harness_spm_s44"],
+}
+
+
+def gap_seeds() -> str:
+    """Every run of SEED_GROUPS found in the gap_ablation records: each one's beam 5 and dev ppl, and each group's mean."""
+    found: dict[str, dict] = {}
+    for path in sorted(RECORDS.glob("gap_ablation*.json")):
+        r = json.loads(path.read_text())
+        for name, row in [*r["rows"].items(), *r.get("peer_rows", {}).items()]:
+            found[name] = {**row, "record": path.name}
+    out = ["| runs | variant (record) | dev ppl last | BLEU greedy | BLEU beam 5 |", "| --- | --- | ---: | ---: | ---: |"]
+    for group, names in SEED_GROUPS.items():
+        rows = [(n, found[n]) for n in names if n in found]
+        for n, row in rows:
+            last = f"{row['dev_ppl'][-1][1]:.1f}" if row.get("dev_ppl") else "–"
+            out.append(f"| {group} | `{n}` (`{row['record']}`) | {last} | {row['bleu_greedy']:.2f} | {row['bleu_beam5']:.2f} |")
+        if len(rows) > 1:
+            beam = [row["bleu_beam5"] for _, row in rows]
+            mean = sum(beam) / len(beam)
+            sd = (sum((b - mean) ** 2 for b in beam) / (len(beam) - 1)) ** 0.5
+            out.append(f"| **{group}** | **mean of {len(rows)}** (sd {sd:.2f}, range {min(beam):.2f}–{max(beam):.2f}) | | "
+                       f"**{sum(row['bleu_greedy'] for _, row in rows) / len(rows):.2f}** | **{mean:.2f}** |")
+    return "\n".join(out) + "\n"
+
+
 def skipped_table(k: dict, steps: int) -> list[str]:
     """ablate_gap.skipped: how often Eole's first ``steps`` batches train a pair, by source length, with its skipping of
     a source the batch already holds and without."""
@@ -182,4 +213,4 @@ def train_step() -> str:
 
 PEERS_RENDERERS: dict[str, Callable[[], str]] = {"decode_side_by_side": decode_side_by_side, "gap_ablation": gap_ablation,
                                                  "swap_search": swap_search, "train_step": train_step,
-                                                 "stream_compare": stream_compare}
+                                                 "stream_compare": stream_compare, "gap_seeds": gap_seeds}
