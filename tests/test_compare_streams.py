@@ -42,11 +42,13 @@ def write_stream(folder: Path, batches: list[list[tuple[str, str]]]) -> None:
                 vocab[side].append(p)
         return [ids[side][p] for p in text.split()]
 
+    def pad(rows: list[list[int]]) -> torch.Tensor:  # <blank> (1) after the shorter rows
+        return torch.tensor([r + [1] * (max(map(len, rows)) - len(r)) for r in rows], dtype=torch.int32)
+
     out = []
     for batch in batches:
         src = [encode("src", s) for s, _ in batch]
         tgt = [[2, *encode("tgt", t), 3] for _, t in batch]
-        pad = lambda rows: torch.tensor([r + [1] * (max(map(len, rows)) - len(r)) for r in rows], dtype=torch.int32)  # noqa: E731
         out.append({"src": pad(src), "srclen": torch.tensor([len(r) for r in src], dtype=torch.int32), "tgt": pad(tgt)})
     folder.mkdir()
     torch.save(out, folder / "batches.pt")
