@@ -4,15 +4,18 @@
     python scripts/benchmark_int8_matmul.py --json docs/results/int8_matmul.json
 
 Kinds: ``fp32`` (``F.linear``), ``bf16`` (weights cast once, the input at each call), ``torch_int8``
-(``nmt.int8.int8_linear``: torch.ao's dynamic int8 Linear), ``torchao_int8`` (torchao's
-``Int8DynamicActivationInt8WeightConfig``, eager; only where torchao is installed), ``onnxruntime_fp32`` and
-``onnxruntime_int8`` (one MatMul graph, quantized by ``onnxruntime.quantization.quantize_dynamic``; only where
-onnxruntime is installed). Kinds alternate within each round; the figures are medians of the rounds.
+(``nmt.int8.int8_linear``: torch.ao's dynamic int8 Linear, its weights packed for the default quantized engine),
+``torch_int8_fbgemm`` and ``torch_int8_onednn`` (the same, packed for that engine; where torch has it),
+``torchao_int8`` (torchao's ``Int8DynamicActivationInt8WeightConfig``, eager; only where torchao is installed),
+``onnxruntime_fp32`` and ``onnxruntime_int8`` (one MatMul graph, quantized by
+``onnxruntime.quantization.quantize_dynamic``; only where onnxruntime is installed).
+Kinds alternate within each round; the figures are medians of the rounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import datetime
 import json
@@ -22,7 +25,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -37,11 +40,27 @@ from nmt.run_folder import git_commit
 SHAPES = [(80, 256, 4000), (1000, 256, 4000), (80, 512, 1024), (1000, 512, 1024)]
 
 
+@contextlib.contextmanager
+def quantized_engine(engine: str) -> Iterator[None]:
+    """Within: weights are packed for ``engine`` (``torch.backends.quantized.engine``); a packed weight keeps its
+    engine's kernels afterwards."""
+    before = torch.backends.quantized.engine
+    torch.backends.quantized.engine = engine
+    try:
+        yield
+    finally:
+        torch.backends.quantized.engine = before
+
+
 def kinds(lin: nn.Linear, folder: Path) -> dict[str, Callable[[torch.Tensor], object]]:
     """Each kind's callable computing ``lin`` (those whose library is missing are left out)."""
     w16, b16 = lin.weight.bfloat16(), lin.bias.bfloat16()
     out: dict[str, Callable] = {"fp32": lin, "bf16": lambda x: nn.functional.linear(x.bfloat16(), w16, b16),
                                 "torch_int8": int8_linear(lin.weight, lin.bias)}
+    for engine in ("fbgemm", "onednn"):
+        if engine in torch.backends.quantized.supported_engines:
+            with quantized_engine(engine):  # the packed weight keeps its engine's kernels
+                out[f"torch_int8_{engine}"] = int8_linear(lin.weight, lin.bias)
     try:
         from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
 

@@ -35,10 +35,7 @@ from nmt.tokenizer import PAD
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts below
 from benchmark import compose_config, prepare_corpus, update_step  # noqa: E402
-from profile_decoding import top_ops  # noqa: E402
-
-MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation",
-           "aten::mkldnn_rnn_layer", "aten::mkldnn_rnn_layer_backward")  # the oneDNN LSTM layer: its gate matmuls
+from profile_decoding import matmul_ms, top_ops  # noqa: E402
 
 
 def main() -> int:
@@ -78,19 +75,19 @@ def main() -> int:
             step(b)
     events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
     total_ms = sum(e.self_cpu_time_total for e in events) / 1000
-    matmul_ms = sum(e.self_cpu_time_total for e in events if e.key in MATMULS) / 1000
+    mm_ms = matmul_ms(prof)
     ops = top_ops(prof, args.rows)
     for o in ops:
         print(f"{o['op']:<36} {o['self_ms']:9.1f} ms  {o['share']:6.1%}  {o['calls']:>7} calls")
     print(f"{args.steps} updates: {tgt_tokens / seconds:,.0f} target tokens/s unprofiled; profiled op time "
-          f"{total_ms:,.0f} ms, matmuls {matmul_ms / total_ms:.1%}: every other op free would give "
-          f"{total_ms / matmul_ms:.2f}x")
+          f"{total_ms:,.0f} ms, matmuls {mm_ms / total_ms:.1%}: every other op free would give "
+          f"{total_ms / mm_ms:.2f}x")
     if args.json:
         record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
                   "command": sys.argv, "cpu": cpu_info(), "threads": torch.get_num_threads(), "config": args.config,
                   "overrides": args.overrides, "precision": args.precision, "steps": args.steps,
                   "mean_batch_sents": sum(b.size for b in timed) / len(timed), "tgt_tok_per_s": tgt_tokens / seconds,
-                  "total_ms": total_ms, "matmul_ms": matmul_ms, "matmul_share": matmul_ms / total_ms, "ops": ops}
+                  "total_ms": total_ms, "matmul_ms": mm_ms, "matmul_share": mm_ms / total_ms, "ops": ops}
         args.json.write_text(json.dumps(record, indent=1) + "\n")
     return 0
 

@@ -204,9 +204,13 @@ def profiles() -> str:
         what = (f"{r['config']}, {r['steps']} training updates of {r['mean_batch_sents']:.0f} sentences, "
                 f"{r['tgt_tok_per_s']:,.0f} target tokens/s unprofiled; matmuls {r['matmul_share']:.1%}, so every other "
                 f"op free would give {1 / r['matmul_share']:.2f}×" if "config" in r else  # scripts/profile_training.py
-                f"beam {r['beam']}" + (f" (stop {r['stop']})" if "stop" in r else "") + f", batches of "
-                f"{r['batch_sentences']:,} sentences, {r['sentences']:,} sentences"
-                + (f", {r['wall_ms']:,.0f} ms of wall time unprofiled" if "wall_ms" in r else ""))
+                f"beam {r['beam']}" + (f" (stop {r['stop']})" if "stop" in r else "")
+                + (f", batches {r['decode_batch']}" if r.get("decode_batch")
+                   else f", batches of {r['batch_sentences']:,} sentences")
+                + f", {r['sentences']:,} sentences"
+                + (f", {r['wall_ms']:,.0f} ms of wall time unprofiled" if "wall_ms" in r else "")
+                + (f" ({r['sents_per_s']:,.0f} sentences/s); matmuls {r['matmul_share']:.1%}, so every other op free "
+                   f"would give {r['bound_sents_per_s']:,.0f} sentences/s" if "matmul_share" in r else ""))
         out.append(f"`{name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}, {r['threads']} threads; "
                    f"{r['precision']}, {what}; {r['total_ms']:,.0f} ms of op time):\n")
         out += ["| op | self ms | share | calls |", "| --- | ---: | ---: | ---: |"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
@@ -45,3 +46,36 @@ def test_profile_training_writes_the_steps_profile_and_the_matmul_share(tmp_path
     assert [o["self_ms"] for o in r["ops"]] == sorted((o["self_ms"] for o in r["ops"]), reverse=True)
     assert 0 < r["matmul_share"] < 1 and r["matmul_ms"] <= r["total_ms"]
     assert "every other op free would give" in proc.stdout
+
+
+def test_profile_decoding_writes_the_matmul_share_and_the_bound_it_gives(tmp_path, trained_run, cli_env):
+    """scripts/profile_decoding.py on the session's trained run, int8 beam search: its matmuls (fp32 and int8) are a
+    share of the op time, and with every other op free the pass would be that much faster than measured."""
+    import json
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "profile_decoding.py"
+    out = tmp_path / "profile.json"
+    proc = subprocess.run([sys.executable, str(script), str(trained_run), "--beam", "3", "--precision", "int8",
+                           "--limit", "40", "--rows", "30", "--json", str(out)], capture_output=True, text=True,
+                          env=cli_env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["sentences"] == 40 and r["precision"] == "int8"
+    assert 0 < r["matmul_share"] < 1
+    assert abs(r["sents_per_s"] - 40 / r["wall_ms"] * 1000) < 1e-6
+    assert r["bound_sents_per_s"] == pytest.approx(r["sents_per_s"] / r["matmul_share"])
+    assert any(o["op"] == "quantized::linear_dynamic" for o in r["ops"])  # int8's matmuls are counted as matmuls
+    assert "every other op free would give" in proc.stdout
+
+
+def test_matmul_ms_counts_matrix_products_only():
+    from profile_decoding import matmul_ms
+
+    a, b = torch.randn(300, 300), torch.randn(300_000)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        a @ a
+        torch.tanh(b)
+    total = sum(e.self_cpu_time_total for e in prof.key_averages()) / 1000
+    mm = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key == "aten::mm") / 1000
+    assert matmul_ms(prof) == pytest.approx(mm) and 0 < mm < total
