@@ -97,6 +97,13 @@ class Decoder(nn.Module):
         """One search step from y_prev (batch,), feed h̃_{t-1} (batch, 1, hidden), position (1,) t and ``step_weights()``
         (``table``, ``out``: see ``search_weights``, in eval mode): log-probabilities (batch, vocab), h̃_t (batch, 1,
         hidden), the state, weights (batch, 1, src_len), p_t or None."""
+        feed, state, a, p = self.advance(y_prev, feed, state, src, position, weights, table)
+        return self.log_probs(feed, out), feed, state, a, p
+
+    def advance(self, y_prev: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor,
+                weights: Optional[list] = None, table: Optional[torch.Tensor] = None
+                ) -> tuple[torch.Tensor, State, torch.Tensor, Optional[torch.Tensor]]:
+        """``step`` without the output layer: h̃_t (batch, 1, hidden), the state, weights (batch, 1, src_len), p_t."""
         w = self.step_weights() if weights is None else weights
         if table is not None:
             x = table.index_select(0, y_prev)  # (batch, 4H)
@@ -105,9 +112,12 @@ class Decoder(nn.Module):
         feed, state, a, p = self.loop_step(x, feed, state, src, position, w)
         if w is not None:
             state = (torch.stack(state[0]), torch.stack(state[1]))
-        logits = self.out(feed) if out is None else out(feed.to(torch.bfloat16))  # out: W_s in bf16 (bf16_output)
-        logp = torch.log_softmax(logits.squeeze(1).float(), dim=-1)  # (batch, vocab)
-        return logp, feed, state, a, p
+        return feed, state, a, p
+
+    def log_probs(self, feed: torch.Tensor, out: Optional[nn.Module] = None) -> torch.Tensor:
+        """log softmax(W_s h̃_t) (batch, vocab) from h̃_t (batch, 1, hidden); ``out``: W_s in bf16 (``search_weights``)."""
+        logits = self.out(feed) if out is None else out(feed.to(torch.bfloat16))
+        return torch.log_softmax(logits.squeeze(1).float(), dim=-1)
 
     def step_weights(self) -> Optional[lstm_step.Weights]:
         """The per-layer [input; h] weights of the written-out LSTM step (None for GRU and RNN)."""

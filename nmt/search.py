@@ -3,18 +3,14 @@ ensemble (a list of models, decoding with the average of their log-probabilities
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
 
 import torch
 
 from nmt.batching import Batch
-from nmt.decoder import select_state
-from nmt.model import Seq2Seq
+from nmt.stepper import Models, Stepper
 from nmt.vocab import BOS, EOS, PAD
-
-Models = Union[Seq2Seq, Sequence[Seq2Seq]]
 
 # When a sentence's beam search ends (``stop``):
 #   exact  no live hypothesis can still beat the best finished one (the best under the length
@@ -30,46 +26,22 @@ def sync_interval(device: torch.device) -> int:
     return 1 if device.type == "cpu" else 8
 
 
+CHUNK = 1 << 22  # elements of a (rows, vocab) block of the output layer on the CPU: 16 MB fp32, under glibc's mmap threshold
+
+
+def chunk_rows(device: torch.device, vocab: int) -> int:
+    """Rows whose output layer (W_s, the log-softmax, the choice of tokens) a search step computes at a time. On the
+    CPU a (rows, vocab) block of ``CHUNK`` elements at most, which stays in cache: (5,000, 4,000) logits are 80 MB,
+    each pass over them (the bias, the matmul, the log-softmax, the beam scores, the top-k) would go to memory, in
+    blocks glibc maps afresh at every step; a GPU takes every row at once."""
+    return max(1, CHUNK // vocab) if device.type == "cpu" else 1 << 62
+
+
 @dataclass
 class Hypotheses:
     tokens: list[list[int]]  # best hypothesis per sentence, without EOS, in batch order
     scores: list[float]  # its log-probability (length-normalized for beam search)
     nbest: list[list[tuple[list[int], float]]]  # per sentence, best first
-
-
-class Stepper:
-    """Encodes a batch once and advances every model of an ensemble by one step at a time."""
-
-    def __init__(self, models: Models, batch: Batch, bf16_output: bool = False):
-        self.models = [models] if isinstance(models, Seq2Seq) else list(models)
-        self.parts = []  # per model: [source, state, feed]
-        for m in self.models:
-            source, state = m.encode(batch.src, batch.src_lens, batch.host_lens)
-            feed = source.memory.new_zeros(batch.size, 1, m.decoder.hidden)  # h̃_0
-            self.parts.append([source, state, feed])
-        # once, not at every step; cached across batches in eval mode (bf16_output: W_s in bf16, the rest fp32)
-        self.weights = [m.decoder.search_weights(bf16_output) if not m.training else (m.decoder.step_weights(), None, None)
-                        for m in self.models]
-
-    def step(self, y: torch.Tensor, position: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probabilities (rows, vocab) of the next token and attention weights (rows, src_len)."""
-        logps, weights = [], []
-        for m, part, w in zip(self.models, self.parts, self.weights):
-            logp, part[2], part[1], a, _ = m.decoder.step(y, part[2], part[1], part[0], position, *w)
-            logps.append(logp)
-            weights.append(a.squeeze(1) if a is not None else None)
-        if len(logps) == 1:
-            return logps[0], weights[0]
-        a = torch.stack(weights).float().mean(0) if weights[0] is not None else None
-        return torch.stack(logps).mean(0), a
-
-    def select(self, index: torch.Tensor, sources: bool = False) -> None:
-        """Keep rows ``index`` of the decoder states (and of the encoder outputs if ``sources``)."""
-        for part in self.parts:
-            if sources:
-                part[0] = part[0].select(index)
-            part[1] = select_state(part[1], index)
-            part[2] = part[2].index_select(0, index)
 
 
 # the output length limit: RATIO · source length + EXTRA, at most CAP pieces (the ONNX export writes these to meta.json)
@@ -109,11 +81,10 @@ def greedy(model: Models, batch: Batch, ratio: float = RATIO, extra: int = EXTRA
     tokens = torch.full((n, T + 1), EOS, dtype=torch.long, device=dev)  # (batch, steps)
     live = torch.arange(n, device=dev)  # batch row of each live row
     positions = torch.arange(T + 1, device=dev, dtype=torch.float)
+    chunk = chunk_rows(dev, stepper.models[0].decoder.out.out_features)
     for t in range(T + 1):
-        logp, _ = stepper.step(y, positions[t : t + 1])
-        logp[:, PAD] = float("-inf")
-        _force_eos(logp, t >= limit)
-        best, y = logp.max(-1)  # (live,)
+        stepper.advance(y, positions[t : t + 1])
+        best, y = _greedy_choice(stepper, t >= limit, chunk)  # (live,)
         score.index_add_(0, live, best.masked_fill(done, 0.0))
         y = y.masked_fill(done, EOS)
         tokens[live, t] = y
@@ -130,6 +101,19 @@ def greedy(model: Models, batch: Batch, ratio: float = RATIO, extra: int = EXTRA
     rows = [_until_eos(s) for s in tokens.tolist()]
     scores = score.tolist()
     return Hypotheses(rows, scores, [[(r, s)] for r, s in zip(rows, scores)])
+
+
+def _greedy_choice(stepper: Stepper, at_limit: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's best next token and its log-probability (rows,), ``rows`` rows of the output layer at a time."""
+    best, token = [], []
+    for s in range(0, at_limit.numel(), rows):
+        logp = stepper.log_probs(s, s + rows)  # (rows, vocab)
+        logp[:, PAD] = float("-inf")
+        _force_eos(logp, at_limit[s : s + rows])
+        b, y = logp.max(-1)
+        best.append(b)
+        token.append(y)
+    return (best[0], token[0]) if len(best) == 1 else (torch.cat(best), torch.cat(token))
 
 
 def _until_eos(seq: list[int]) -> list[int]:
@@ -212,12 +196,11 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
     coverage = torch.zeros(n * kr, batch.src.size(1), device=dev) if beta else None
     src_mask = batch.src.ne(PAD).repeat_interleave(kr, 0) if beta else None
     y = torch.full((n * kr,), BOS, dtype=torch.long, device=dev)
+    chunk = chunk_rows(dev, stepper.models[0].decoder.out.out_features)
     for t in range(T + 1):
         na = act.numel()
-        logp, a = stepper.step(y, positions[t : t + 1])  # (na*kr, V)
-        logp[:, PAD] = float("-inf")
-        _force_eos(logp, (t >= limit).repeat_interleave(kr))
-        top, origin, token = _expand(logp, alive, kr, 2 * K)  # (na, 2K)
+        a = stepper.advance(y, positions[t : t + 1])  # (na*kr, src_len)
+        top, origin, token = _candidates(stepper, alive, t >= limit, kr, 2 * K, chunk)  # (na, 2K)
         is_eos = token == EOS
         if coverage is not None:
             coverage = coverage + a.float()
@@ -258,6 +241,20 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
     nbest = [[(_until_eos(seq), s) for k, (seq, s) in enumerate(zip(row_seqs, row_scores)) if k == 0 or s > -1e30]
              for row_seqs, row_scores in zip(seqs.tolist(), fin_scores[:, :n_best].tolist())]
     return Hypotheses([h[0][0] for h in nbest], [h[0][1] for h in nbest], nbest)
+
+
+def _candidates(stepper: Stepper, alive: torch.Tensor, at_limit: torch.Tensor, kr: int, k: int,
+                rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``_expand`` for every live sentence (alive: (na, K); at_limit: (na,) bool), the output layer over whole
+    sentences of about ``rows`` rows at a time."""
+    per = max(1, rows // kr)  # sentences a chunk
+    parts = []
+    for s in range(0, alive.size(0), per):
+        logp = stepper.log_probs(s * kr, (s + per) * kr)  # (sentences × kr, V)
+        logp[:, PAD] = float("-inf")
+        _force_eos(logp, at_limit[s : s + per].repeat_interleave(kr))
+        parts.append(_expand(logp, alive[s : s + per], kr, k))
+    return parts[0] if len(parts) == 1 else tuple(torch.cat(x) for x in zip(*parts))  # type: ignore[return-value]
 
 
 def _expand(logp: torch.Tensor, alive: torch.Tensor, kr: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -178,17 +178,22 @@ BIGRAM = {  # next-token probabilities given the previous token; PAD/UNK/BOS nev
 
 @pytest.fixture
 def bigram_model(make_model, monkeypatch):
-    """A real encoder with ``decoder.step`` replaced by the fixed bigram table above."""
+    """A real encoder with the decoder's step replaced by the fixed bigram table above: ``advance`` passes the previous
+    token on as h̃, ``log_probs`` looks its row up."""
     model = make_model(10, 8)
     table = torch.full((8, 8), -math.inf)
     for prev, row in BIGRAM.items():
         for tok, prob in row.items():
             table[prev, tok] = math.log(prob)
 
-    def step(y_prev, feed, state, src, position, weights=None, search_table=None, out=None):
-        return table[y_prev].clone(), feed, state, None, None
+    def advance(y_prev, feed, state, src, position, weights=None, search_table=None):
+        return y_prev.view(-1, 1, 1).float(), state, None, None  # (rows, 1, 1) h̃: the token
 
-    monkeypatch.setattr(model.decoder, "step", step)
+    def log_probs(feed, out=None):
+        return table[feed.view(-1).long()].clone()
+
+    monkeypatch.setattr(model.decoder, "advance", advance)
+    monkeypatch.setattr(model.decoder, "log_probs", log_probs)
     return model
 
 
@@ -233,8 +238,8 @@ def test_stop_rules_end_the_search_when_they_say(bigram_model, monkeypatch, stop
     the best live prefix, a c (0.2), cannot beat b EOS even if the penalty of the longest output
     (4 tokens) divides it."""
     calls = []
-    inner = bigram_model.decoder.step
-    monkeypatch.setattr(bigram_model.decoder, "step", lambda *a, **k: calls.append(1) or inner(*a, **k))
+    inner = bigram_model.decoder.advance
+    monkeypatch.setattr(bigram_model.decoder, "advance", lambda *a, **k: calls.append(1) or inner(*a, **k))
     hyps = beam_search(bigram_model, batch_of([[5, 6, 7]]), beam=2, alpha=1.0, cap=4, stop=stop)
     assert hyps.tokens == [[B_]]
     assert len(calls) == steps
@@ -305,7 +310,7 @@ def test_an_ensemble_of_one_model_twice_is_that_model(make_model, sources, beam)
 def test_an_ensemble_averages_log_probabilities(make_model, sources):
     """Two different models: the ensemble's greedy score is the sum over its own output of the
     mean of the members' log-probabilities, recomputed here step by step."""
-    from nmt.search import Stepper
+    from nmt.stepper import Stepper
 
     m1 = make_model(SRC_V, TGT_V, mode="global", seed=1)
     m2 = make_model(SRC_V, TGT_V, mode="local_m", window=3, seed=2, rnn_type="gru")
@@ -379,8 +384,8 @@ def test_search_syncs_with_the_host_once_per_interval(make_model, random_sources
     model = make_model(SRC_V, TGT_V, seed=2)
     batch = batch_of(random_sources(7, 8, 14, SRC_V, seed=6))
     steps, reads = [], []
-    inner = model.decoder.step
-    monkeypatch.setattr(model.decoder, "step", lambda *a, **k: steps.append(1) or inner(*a, **k))
+    inner = model.decoder.advance
+    monkeypatch.setattr(model.decoder, "advance", lambda *a, **k: steps.append(1) or inner(*a, **k))
     for name in ("__bool__", "__int__", "item"):
         real = getattr(torch.Tensor, name)
         monkeypatch.setattr(torch.Tensor, name, lambda self, _real=real: reads.append(1) or _real(self))
@@ -415,3 +420,33 @@ def test_the_search_cache_follows_the_weights(make_model, sources):
     model.load_state_dict(make_model(SRC_V, TGT_V, input_feeding=True, decoder_layers=2, seed=1).state_dict())
     after_load = beam_search(model, batch, beam=3)
     assert after_load == fresh() and after_load != after_step
+
+
+@pytest.mark.parametrize("rows", [1, 3, 8])
+def test_the_output_layer_in_chunks_changes_nothing(make_model, random_sources, monkeypatch, rows):
+    """On the CPU a step's output layer (W_s, the log-softmax, the choice of tokens) runs over a few hundred rows at
+    a time (``chunk_rows``), so its (rows, vocab) blocks stay in cache. Chunks of any size, whole sentences of beam
+    rows each (a chunk smaller than a beam still takes one sentence), give what one block gives: greedy, every stop
+    rule, coverage and n-best lists, bf16 W_s, and an ensemble."""
+    import nmt.search
+
+    models = [make_model(SRC_V, TGT_V, mode="local_p", window=2, seed=s, decoder_layers=2) for s in (7, 8)]
+    batch = batch_of(random_sources(11, 1, 14, SRC_V, seed=5))
+    settings = [{"beam": 1}, *({"beam": 4, "stop": stop} for stop in STOPS), {"beam": 3, "beta": 0.3, "n_best": 2},
+                {"beam": 3, "bf16_output": True}]
+    for model, kw in [(models[0], kw) for kw in settings] + [(models, {"beam": 3}), (models, {"beam": 1})]:
+        monkeypatch.setattr(nmt.search, "chunk_rows", lambda device, vocab: 1 << 62)
+        ref = beam_search(model, batch, **kw)
+        monkeypatch.setattr(nmt.search, "chunk_rows", lambda device, vocab: rows)
+        got = beam_search(model, batch, **kw)
+        assert got.nbest == ref.nbest, kw
+
+
+def test_the_cpu_takes_the_output_layer_in_blocks_a_gpu_at_once():
+    """A CPU block holds at most ``CHUNK`` logits (at least one row); a GPU takes every row."""
+    from nmt.search import CHUNK, chunk_rows
+
+    cpu = torch.device("cpu")
+    assert chunk_rows(cpu, 4000) * 4000 <= CHUNK < (chunk_rows(cpu, 4000) + 1) * 4000
+    assert chunk_rows(cpu, 32000) < chunk_rows(cpu, 4000) and chunk_rows(cpu, 10 * CHUNK) == 1
+    assert chunk_rows(torch.device("cuda"), 4000) >= 1 << 30

@@ -1,0 +1,58 @@
+"""A batch's search steps for one model or an ensemble (a list of models): the source encoded once, every model
+advanced one step at a time, their output layers over any rows of the step (the search takes them in blocks)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional, Union
+
+import torch
+
+from nmt.batching import Batch
+from nmt.decoder import select_state
+from nmt.model import Seq2Seq
+
+Models = Union[Seq2Seq, Sequence[Seq2Seq]]
+
+
+class Stepper:
+    """Encodes a batch once and advances every model of an ensemble by one step at a time."""
+
+    def __init__(self, models: Models, batch: Batch, bf16_output: bool = False):
+        self.models = [models] if isinstance(models, Seq2Seq) else list(models)
+        self.parts = []  # per model: [source, state, feed]
+        for m in self.models:
+            source, state = m.encode(batch.src, batch.src_lens, batch.host_lens)
+            feed = source.memory.new_zeros(batch.size, 1, m.decoder.hidden)  # h̃_0
+            self.parts.append([source, state, feed])
+        # once, not at every step; cached across batches in eval mode (bf16_output: W_s in bf16, the rest fp32)
+        self.weights = [m.decoder.search_weights(bf16_output) if not m.training else (m.decoder.step_weights(), None, None)
+                        for m in self.models]
+
+    def step(self, y: torch.Tensor, position: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Log-probabilities (rows, vocab) of the next token and attention weights (rows, src_len)."""
+        a = self.advance(y, position)
+        return self.log_probs(0, y.numel()), a
+
+    def advance(self, y: torch.Tensor, position: torch.Tensor) -> Optional[torch.Tensor]:
+        """Every model one step on from tokens y (rows,): the attention weights (rows, src_len) (an ensemble's mean)."""
+        weights = []
+        for m, part, w in zip(self.models, self.parts, self.weights):
+            part[2], part[1], a, _ = m.decoder.advance(y, part[2], part[1], part[0], position, w[0], w[1])
+            weights.append(a.squeeze(1) if a is not None else None)
+        if len(weights) == 1 or weights[0] is None:
+            return weights[0]
+        return torch.stack(weights).float().mean(0)
+
+    def log_probs(self, start: int, end: int) -> torch.Tensor:
+        """(rows, vocab) log-probabilities of the next token for rows start:end of the step taken (an ensemble's mean)."""
+        logps = [m.decoder.log_probs(part[2][start:end], w[2]) for m, part, w in zip(self.models, self.parts, self.weights)]
+        return logps[0] if len(logps) == 1 else torch.stack(logps).mean(0)
+
+    def select(self, index: torch.Tensor, sources: bool = False) -> None:
+        """Keep rows ``index`` of the decoder states (and of the encoder outputs if ``sources``)."""
+        for part in self.parts:
+            if sources:
+                part[0] = part[0].select(index)
+            part[1] = select_state(part[1], index)
+            part[2] = part[2].index_select(0, index)
