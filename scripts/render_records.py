@@ -282,13 +282,32 @@ def quality_levers() -> str:
     return "\n".join(out)
 
 
+def output_chunks() -> str:
+    """scripts/benchmark_output_chunks.py records: the search's output layer in blocks against one block."""
+    out = []
+    for path in sorted(RECORDS.glob("output_chunks*.json")):
+        r = json.loads(path.read_text())
+        out.append(f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}, {r['threads']} threads; "
+                   f"batches {r['decode_batch']}, stop {r['stop']}, blocks of {r['chunk_elements']:,} logits; medians of "
+                   f"{r['rounds']} alternating rounds in one process, peak RSS of a fresh process each):\n")
+        out += ["| precision | beam | one block sent/s | blocks sent/s | paired ratio (range) | peak MB one → blocks | "
+                "same translations |", "| --- | ---: | ---: | ---: | --- | --- | --- |"]
+        out += [f"| {x['precision']} | {x['beam']} | {x['sents_per_s']['one']:,.0f} | {x['sents_per_s']['blocks']:,.0f} | "
+                f"{x['paired_ratio']:.2f}× ({x['ratio_range'][0]:.2f}–{x['ratio_range'][1]:.2f}) | "
+                f"{x['peak_mb']['one']:,.0f} → {x['peak_mb']['blocks']:,.0f} | {'yes' if x['same_translations'] else 'no'} |"
+                for x in r["rows"]]
+        out.append("")
+    return "\n".join(out)
+
+
 RENDERERS: dict[str, Callable[[], str]] = {"gpu_check": gpu_check, "finetune": finetune,
                                            "quality_levers": quality_levers,
                                            "soak": soak, "encoder_split": encoder_split, "bench": bench, "house": house,
                                            "unchanged": unchanged, "decode_precision": decode_precision,
                                            "evaluate_precision": evaluate_precision,
                                            "int8_matmul": int8_matmul, "serve_load": serve_load,
-                                           "side_by_side": side_by_side, "profiles": profiles}
+                                           "side_by_side": side_by_side, "profiles": profiles,
+                                           "output_chunks": output_chunks}
 RENDERERS.update(HISTORY)  # the transcribed figures (docs/results/history_*.json; scripts/render_history.py)
 RENDERERS.update(PEERS_RENDERERS)  # records measured beside the peers (scripts/render_peers.py)
 RENDERERS.update(QUALITY_RENDERERS)  # the search's settings on dev (scripts/render_quality.py)

@@ -95,8 +95,14 @@ def test_export_cli_writes_a_complete_folder(exported, run_cli, tmp_path):
     assert bad.returncode == 1 and "nmt.export: error:" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_runtime_without_torch_matches_eager(exported, trained_run, hsk_corpus, cli_env):
-    """Greedy and beam 5 on the dev split, decoded in a process that cannot import torch."""
+def test_runtime_without_torch_matches_eager(exported, trained_run, hsk_corpus, cli_env, monkeypatch):
+    """Greedy and beam 5 on the dev split, decoded in a process that cannot import torch, as the eager model on plain
+    ``Ops`` decodes it: the graph computes torch's tanh, and ``FastOps``' (within 2.4e-7) flips near-ties of this
+    30-step model on some CPUs (1 of 100 at beam 5 on an AVX2 EPYC)."""
+    import nmt.model
+    from nmt.ops import Ops
+
+    monkeypatch.setattr(nmt.model, "fast_ops", lambda compile_step=False: Ops())
     from nmt.data.normalize import src_normalizer
     from nmt.decode import load_models, translate_nbest
 
@@ -136,7 +142,8 @@ def test_serve_onnx_without_torch(exported, cli_env, free_port, http, start_serv
 
 
 def test_compare_script(exported, trained_run, hsk_corpus, tmp_path, cli_env, explain):
-    """scripts/compare_onnx.py on 20 dev sentences: all identical at beam 1 and 3, speeds reported."""
+    """scripts/compare_onnx.py on 20 dev sentences: all identical at beam 1 and 3 but ties (the eager side runs
+    ``FastOps``, whose tanh may flip a near-tie), speeds reported."""
     src = tmp_path / "dev.zh"
     src.write_text("\n".join(list(hsk_corpus["dev"]["src"])[:20]) + "\n", encoding="utf-8")
     script = Path(__file__).resolve().parents[1] / "scripts" / "compare_onnx.py"
@@ -144,7 +151,8 @@ def test_compare_script(exported, trained_run, hsk_corpus, tmp_path, cli_env, ex
                            "--beams", "1", "3", "--json"], capture_output=True, text=True, env=cli_env, timeout=300)
     assert proc.returncode == 0, explain(proc)
     rows = json.loads(proc.stdout)
-    assert [(r["beam"], r["identical"]) for r in rows] == [(1, 20), (3, 20)]
+    assert [(r["beam"], r["identical"] + r["differ_by_ties"]) for r in rows] == [(1, 20), (3, 20)]
+    assert all(r["identical"] >= 18 for r in rows), rows
     assert all(r["eager_sent_per_s"] > 0 and r["onnx_sent_per_s"] > 0 for r in rows)
 
 
