@@ -254,7 +254,10 @@ def _candidates(stepper: Stepper, alive: torch.Tensor, at_limit: torch.Tensor, k
         logp[:, PAD] = float("-inf")
         _force_eos(logp, at_limit[s : s + per].repeat_interleave(kr))
         parts.append(_expand(logp, alive[s : s + per], kr, k))
-    return parts[0] if len(parts) == 1 else tuple(torch.cat(x) for x in zip(*parts))  # type: ignore[return-value]
+    if len(parts) == 1:
+        return parts[0]
+    top, origin, token = zip(*parts)
+    return torch.cat(top), torch.cat(origin), torch.cat(token)
 
 
 def _expand(logp: torch.Tensor, alive: torch.Tensor, kr: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -29,11 +29,6 @@ class Stepper:
         self.weights = [m.decoder.search_weights(bf16_output) if not m.training else (m.decoder.step_weights(), None, None)
                         for m in self.models]
 
-    def step(self, y: torch.Tensor, position: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        """Log-probabilities (rows, vocab) of the next token and attention weights (rows, src_len)."""
-        a = self.advance(y, position)
-        return self.log_probs(0, y.numel()), a
-
     def advance(self, y: torch.Tensor, position: torch.Tensor) -> Optional[torch.Tensor]:
         """Every model one step on from tokens y (rows,): the attention weights (rows, src_len) (an ensemble's mean)."""
         weights = []

@@ -22,14 +22,14 @@ from pathlib import Path
 
 import torch
 
+import nmt.search
+from nmt.data.corpus import load_corpus
+from nmt.device import cpu_info, keep_freed_memory, set_threads
+from nmt.run_folder import git_commit
+from nmt.translator import Translator
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling script below
 from benchmark import decode_batch  # noqa: E402
-
-import nmt.search  # noqa: E402
-from nmt.data.corpus import load_corpus  # noqa: E402
-from nmt.device import cpu_info, keep_freed_memory, set_threads  # noqa: E402
-from nmt.run_folder import git_commit  # noqa: E402
-from nmt.translator import Translator  # noqa: E402
 
 BLOCKED = nmt.search.chunk_rows
 

@@ -322,8 +322,10 @@ def test_an_ensemble_averages_log_probabilities(make_model, sources):
         for t, tok in enumerate(hyp.tokens[0] + [EOS]):
             if t == limit(len(sources[0])):  # out of length: EOS is forced, at no cost
                 break
-            l1, _ = s1.step(y, torch.tensor([float(t)]))
-            l2, _ = s2.step(y, torch.tensor([float(t)]))
+            s1.advance(y, torch.tensor([float(t)]))
+            l1 = s1.log_probs(0, y.numel())
+            s2.advance(y, torch.tensor([float(t)]))
+            l2 = s2.log_probs(0, y.numel())
             mean = (l1 + l2) / 2
             mean[0, PAD] = -math.inf
             assert int(mean.argmax()) == tok
