@@ -46,9 +46,10 @@ def test_batch_loss_is_a_per_token_mean_that_ignores_padding(make_model, random_
 
 
 # --------------------------------------------------------------------------- learning
-@pytest.mark.parametrize("mode,input_feeding", [("global", True), ("local_p", True), ("global", False)])
-def test_learns_to_reverse_digit_strings(mode, input_feeding):
-    """400 Adam steps teach a 32-unit model to reverse unseen digit strings of 3-8 digits
+# steps: local_p learns it last (74 % at 300 steps, 71-99 % at 400 by thread count, 98-100 % from 500 on)
+@pytest.mark.parametrize("mode,input_feeding,steps", [("global", True, 300), ("local_p", True, 600), ("global", False, 400)])
+def test_learns_to_reverse_digit_strings(mode, input_feeding, steps):
+    """A few hundred Adam steps teach a 32-unit model to reverse unseen digit strings of 3-8 digits
     (greedy decoding, exact match), with and without input feeding."""
     torch.manual_seed(0)
     cfg = OmegaConf.structured(ModelConfig(emb_size=32, hidden_size=32, encoder_layers=1, decoder_layers=1,
@@ -62,7 +63,7 @@ def test_learns_to_reverse_digit_strings(mode, input_feeding):
     train_src = pool
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     rng, step = random.Random(1), 0
-    while step < 400:
+    while step < steps:
         for b in train_batches(train_src, [s[::-1] for s in train_src], 400, rng):
             loss = batch_loss(model, b)
             opt.zero_grad()
@@ -70,7 +71,7 @@ def test_learns_to_reverse_digit_strings(mode, input_feeding):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             opt.step()
             step += 1
-            if step == 400:
+            if step == steps:
                 break
     model.eval()
     hyps = greedy(model, make_batch(held_out, None, range(len(held_out))))
