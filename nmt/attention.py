@@ -79,7 +79,15 @@ class LuongAttention(nn.Module):
 
         ``keys`` from ``keys(memory)``; memory (batch, src_len, hidden) h̄_s; mask (batch, src_len) True at real
         tokens; src_lens (batch,) float S_i; positions (T,) float t. Returns c_t (batch, T, hidden), a_t (batch,
-        T, src_len) (mean over heads) and p_t (batch, T) (None for global)."""
+        T, src_len) (mean over heads) and p_t (batch, T) (None for global).
+
+        A query of k·batch rows (beam search: each sentence's k hypotheses, sentence by sentence) attends to a source
+        kept once per sentence: as k·T steps of that sentence, one (k·T, hidden) product a sentence, not k."""
+        rows, k = query.size(0), query.size(0) // keys.size(0)
+        if k > 1:
+            T = query.size(1)
+            c, a, p = self(query.reshape(-1, k * T, query.size(-1)), keys, memory, mask, src_lens, positions.repeat(k))
+            return c.view(rows, T, -1), a.view(rows, T, -1), p.view(rows, T) if p is not None else None
         p = self.position(query, src_lens, positions)  # (batch, T) or None
         if (p is not None and self.heads == 1 and self.score != "location"
                 and mask.size(1) > self.gather_above * (2 * self.window + 1)):  # gather the window, don't mask

@@ -98,7 +98,7 @@ class Int8Ops(FastOps):
         if q is None:
             q = self.packed[id(w)] = int8_linear(w)
             weakref.finalize(w, self.packed.pop, id(w), None)
-        return q(x) + bias  # bias: (4H,), or layer 0's projected input (batch, 4H)
+        return q(x).add_(bias)  # bias: (4H,), or layer 0's projected input (batch, 4H); q(x) is a fresh tensor
 
 
 def _swap(module: nn.Module, skip: nn.Module) -> None:

@@ -96,7 +96,7 @@ def greedy(model: Models, batch: Batch, ratio: float = RATIO, extra: int = EXTRA
             break
         if 4 * ended >= done.numel():  # drop the ended rows: they would cost as much as live ones
             keep = (~done).nonzero().squeeze(1)
-            stepper.select(keep, sources=True)
+            stepper.select(keep, keep)
             live, y, limit, done = live[keep], y[keep], limit[keep], done[keep]
     rows = [_until_eos(s) for s in tokens.tolist()]
     scores = score.tolist()
@@ -178,7 +178,7 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
     # beam's K rows from the second step on (kr = K); a vocabulary under 2K wide takes K rows from the start
     kr = 1 if stepper.models[0].decoder.out.out_features >= 2 * K else K
     if kr > 1:
-        stepper.select(torch.arange(n, device=dev).repeat_interleave(K), sources=True)
+        stepper.select(torch.arange(n, device=dev).repeat_interleave(K))
     limit_all = max_lengths(batch.src_lens, ratio, extra, cap)  # (n,)
     T = int(limit_all.max())
     positions = torch.arange(T + 1, device=dev, dtype=torch.float)
@@ -233,7 +233,7 @@ def beam_search(model: Models, batch: Batch, beam: int = 5, alpha: float = 1.0, 
             rows = rows.view(na, K)[keep_s].view(-1)
         if src_mask is not None and (drop or kr < K):
             src_mask = src_mask[rows]
-        stepper.select(rows, sources=drop or kr < K)
+        stepper.select(rows, keep_s if drop else None)
         if coverage is not None:
             coverage = coverage[rows]
         y, kr = token.view(-1), K

@@ -44,10 +44,11 @@ class Stepper:
         logps = [m.decoder.log_probs(part[2][start:end], w[2]) for m, part, w in zip(self.models, self.parts, self.weights)]
         return logps[0] if len(logps) == 1 else torch.stack(logps).mean(0)
 
-    def select(self, index: torch.Tensor, sources: bool = False) -> None:
-        """Keep rows ``index`` of the decoder states (and of the encoder outputs if ``sources``)."""
+    def select(self, index: torch.Tensor, sentences: Optional[torch.Tensor] = None) -> None:
+        """Keep rows ``index`` of the decoder states and, if given, sentences ``sentences`` of the encoder outputs
+        (kept once per sentence: a beam's hypotheses share them, nmt/attention.py)."""
         for part in self.parts:
-            if sources:
-                part[0] = part[0].select(index)
+            if sentences is not None:
+                part[0] = part[0].select(sentences)
             part[1] = select_state(part[1], index)
             part[2] = part[2].index_select(0, index)

@@ -144,6 +144,30 @@ def test_unknown_score_or_mode():
         LuongAttention("dot", "local", H)
 
 
+@pytest.mark.parametrize("score,mode,heads,gather_above", [
+    *((s, m, 1, 20.0) for s, m in itertools.product(SCORES, MODES)), ("location", "local_p", 1, 20.0),
+    ("scaled_dot", "local_m", 1, 20.0), ("dot", "local_p", 2, 20.0), ("general", "local_m", 1, 0.0)])
+def test_hypotheses_share_their_sentences_source(score, mode, heads, gather_above):
+    """A query of k rows per sentence (a beam's hypotheses, sentence by sentence) against the source kept once per
+    sentence gives what it gives against the source repeated k times, row for row: weights, context and p_t, at one
+    step (the search's) and over T steps, through the whole source or the gathered window (gather_above 0)."""
+    torch.manual_seed(3)
+    att = LuongAttention(score, mode, H, window=D, heads=heads, max_len=S, gather_above=gather_above)
+    _, mem, mask, lens, pos = inputs()
+    k = 4
+    for steps in (1, 3):
+        query = torch.randn(B * k, steps, H)
+        rep = torch.arange(B).repeat_interleave(k)  # (B·k,) each row's sentence
+        shared = attend(att, query, mem, mask, lens, pos[2 : 2 + steps])
+        repeated = attend(att, query, mem[rep], mask[rep], lens[rep], pos[2 : 2 + steps])
+        for a, b in zip(shared, repeated):
+            if b is None:
+                assert a is None
+                continue
+            assert a.shape == b.shape
+            torch.testing.assert_close(a, b)
+
+
 @pytest.mark.parametrize("score,mode", list(itertools.product(("dot", "general", "concat", "scaled_dot"),
                                                                ("local_m", "local_p"))))
 def test_gathering_the_window_equals_masking_the_source(score, mode):
