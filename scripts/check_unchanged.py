@@ -75,15 +75,18 @@ def decoding(code: Path, model: str, src: Path, out: Path, env: dict) -> dict:
     return figures
 
 
-def speed(code: Path, model: Optional[str], env: dict, out: Path, precisions: Sequence[str] = ("fp32",)) -> dict:
-    """One round at ``code``: training target tokens/s and, with ``model``, decoding sentences/s at each of
-    ``precisions`` (keys suffixed but for fp32)."""
+def speed(code: Path, model: Optional[str], env: dict, out: Path, dev: tuple[Path, Path],
+          precisions: Sequence[str] = ("fp32",)) -> dict:
+    """One round at ``code``: training target tokens/s and, with ``model``, decoding sentences/s of the ``dev``
+    (source, references) files at each of ``precisions`` (keys suffixed but for fp32). The files, not the model's
+    ``--split dev``: a run's relative data.dir would resolve against the base's worktree."""
     figures_json = out / "bench.json"
     run(code, env, "scripts.benchmark", "--config", "bench_small", "--steps", "150", "--warmup", "30", "--no-decode",
         "--json", str(figures_json), "trainer.precision=fp32")
     figures = {"train_tgt_tok_per_s": json.loads(figures_json.read_text())["train"]["tgt_tok_per_s"]}
     for precision, beam in ((p, b) for p in precisions for b in (1, 5)) if model else ():
-        proc = subprocess.run([sys.executable, "-m", "nmt.evaluate", model, "--split", "dev", "--beam", str(beam),
+        proc = subprocess.run([sys.executable, "-m", "nmt.evaluate", model, "--src", str(dev[0]), "--ref", str(dev[1]),
+                               "--beam", str(beam),
                                "--device", "cpu", "--precision", precision, "--json"], cwd=code,
                               env=dict(env, PYTHONPATH=str(code)), capture_output=True, text=True, check=True)
         suffix = "" if precision == "fp32" else f"_{precision}"
@@ -106,6 +109,8 @@ def main() -> int:
     src = tmp / "dev.zh"
     lines = pq.read_table(DEV)["zh"].to_pylist()
     src.write_text("".join(s.replace("\n", " ") + "\n" for s in lines), encoding="utf-8")
+    ref = tmp / "dev.en"
+    ref.write_text("".join(s.replace("\n", " ") + "\n" for s in pq.read_table(DEV)["en"].to_pylist()), encoding="utf-8")
     sides = {}
     try:
         for name, code in (("base", tmp / "base_code"), ("working_tree", REPO)):
@@ -117,7 +122,7 @@ def main() -> int:
         rounds: dict[str, list[dict]] = {"base": [], "working_tree": []}
         for i in range(args.speed):  # alternating, so that machine drift hits both alike
             for name, code in (("base", tmp / "base_code"), ("working_tree", REPO)):
-                rounds[name].append(speed(code, args.model, env, tmp / name, args.precision.split(",")))
+                rounds[name].append(speed(code, args.model, env, tmp / name, (src, ref), args.precision.split(",")))
                 print(f"speed round {i + 1}", name, json.dumps(rounds[name][-1]), flush=True)
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(tmp / "base_code")], cwd=REPO, capture_output=True)
