@@ -106,11 +106,10 @@ def main() -> int:
     env = dict(os.environ, NMT_CACHE=str(tmp / "cache"), CUDA_VISIBLE_DEVICES="", PYTHONHASHSEED="0")
     subprocess.run(["git", "worktree", "add", "-f", "--detach", str(tmp / "base_code"), args.base], cwd=REPO, check=True,
                    capture_output=True)
-    src = tmp / "dev.zh"
-    lines = pq.read_table(DEV)["zh"].to_pylist()
-    src.write_text("".join(s.replace("\n", " ") + "\n" for s in lines), encoding="utf-8")
-    ref = tmp / "dev.en"
-    ref.write_text("".join(s.replace("\n", " ") + "\n" for s in pq.read_table(DEV)["en"].to_pylist()), encoding="utf-8")
+    dev = pq.read_table(DEV)
+    src, ref = tmp / "dev.zh", tmp / "dev.en"
+    for path, side in ((src, "zh"), (ref, "en")):
+        path.write_text("".join(s.replace("\n", " ") + "\n" for s in dev[side].to_pylist()), encoding="utf-8")
     sides = {}
     try:
         for name, code in (("base", tmp / "base_code"), ("working_tree", REPO)):
