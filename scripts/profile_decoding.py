@@ -2,7 +2,10 @@
 record (the top ops by self CPU time, their share, calls, and the matmuls' share), so profiles are data a later
 session can compare. ``matmul_share`` is the share of op time in matrix products (fp32 and int8); with every other
 op free the pass would run at ``bound_sents_per_s`` (its unprofiled sentences/s over that share): a peer doing the
-same multiplications cannot be outrun by more than that over its own sentences/s.
+same multiplications cannot be outrun by more than that over its own sentences/s. ``matmul_gflops`` is the rate of
+the fp32 matrix products (the profiler's FLOP counts of ``aten::mm``, ``addmm`` and ``bmm`` over their time), beside
+``peak_gflops``, this CPU's 2,048² sgemm (scripts/benchmark.py): near the peak, only fewer or cheaper (int8)
+multiplications go faster.
 
     python scripts/profile_decoding.py RUN --beam 5 --json docs/results/profile_beam5_local_p.json
     python scripts/profile_decoding.py RUN --beam 5 --precision int8 --batch-sentences 16
@@ -29,7 +32,7 @@ from nmt.search import STOPS
 from nmt.translator import Translator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling script below
-from benchmark import decode_batch  # noqa: E402
+from benchmark import decode_batch, matmul_peak_gflops  # noqa: E402
 
 # matrix products, fp32 and int8 (the oneDNN LSTM layer: its gate matmuls; torch.ops.quantized: nmt/int8.py)
 MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation",
@@ -48,6 +51,13 @@ def top_ops(prof, rows: int) -> list[dict]:
 def matmul_ms(prof) -> float:
     """Milliseconds of self CPU time in ``MATMULS``."""
     return sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in MATMULS) / 1000
+
+
+def matmul_gflops(prof) -> float:
+    """GFLOP/s of the fp32 matrix products the profiler counts FLOPs of (``with_flops=True``); 0 without any."""
+    events = [e for e in prof.key_averages() if e.key in MATMULS and e.flops]
+    ms = sum(e.self_cpu_time_total for e in events) / 1000
+    return sum(e.flops for e in events) / ms / 1e6 if ms else 0.0
 
 
 def main() -> int:
@@ -75,23 +85,25 @@ def main() -> int:
     start = time.perf_counter()
     t.translate(src, **search)  # unprofiled: the pass's wall time, against its op time below
     wall_ms = (time.perf_counter() - start) * 1000
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
         t.translate(src, **search)
     ops = top_ops(prof, args.rows)
     total_ms = sum(e.self_cpu_time_total for e in prof.key_averages()) / 1000
     share = matmul_ms(prof) / total_ms
     sents_per_s, bound = len(src) / wall_ms * 1000, len(src) / (wall_ms * share) * 1000
+    gflops, peak = matmul_gflops(prof), matmul_peak_gflops()
     for o in ops:
         print(f"{o['op']:<36} {o['self_ms']:9.1f} ms  {o['share']:6.1%}  {o['calls']:>7} calls")
     print(f"{'all ops':<36} {total_ms:9.1f} ms for {len(src)} sentences; unprofiled wall time {wall_ms:.1f} ms "
-          f"({sents_per_s:,.0f} sentences/s); matmuls {share:.1%}: every other op free would give {bound:,.0f} sentences/s")
+          f"({sents_per_s:,.0f} sentences/s); matmuls {share:.1%}: every other op free would give {bound:,.0f} sentences/s; "
+          f"fp32 matmuls at {gflops:,.0f} GFLOP/s, this CPU's sgemm peak {peak:,.0f}")
     if args.json:
         record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
                   "command": sys.argv, "cpu": cpu_info(), "threads": torch.get_num_threads(), "model": str(args.model),
                   "beam": args.beam, "stop": args.stop, "wall_ms": wall_ms, "precision": args.precision,
                   "batch_sentences": args.batch_sentences, "decode_batch": args.decode_batch,
                   "sentences": len(src), "total_ms": total_ms, "sents_per_s": sents_per_s, "matmul_share": share,
-                  "bound_sents_per_s": bound, "ops": ops}
+                  "bound_sents_per_s": bound, "matmul_gflops": gflops, "peak_gflops": peak, "ops": ops}
         args.json.write_text(json.dumps(record, indent=1) + "\n")
     return 0
 

@@ -210,7 +210,9 @@ def profiles() -> str:
                 + f", {r['sentences']:,} sentences"
                 + (f", {r['wall_ms']:,.0f} ms of wall time unprofiled" if "wall_ms" in r else "")
                 + (f" ({r['sents_per_s']:,.0f} sentences/s); matmuls {r['matmul_share']:.1%}, so every other op free "
-                   f"would give {r['bound_sents_per_s']:,.0f} sentences/s" if "matmul_share" in r else ""))
+                   f"would give {r['bound_sents_per_s']:,.0f} sentences/s" if "matmul_share" in r else "")
+                + (f"; fp32 matmuls at {r['matmul_gflops']:,.0f} GFLOP/s against a {r['peak_gflops']:,.0f} GFLOP/s "
+                   f"sgemm peak" if r.get("matmul_gflops") else ""))
         out.append(f"`{name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}, {r['threads']} threads; "
                    f"{r['precision']}, {what}; {r['total_ms']:,.0f} ms of op time):\n")
         out += ["| op | self ms | share | calls |", "| --- | ---: | ---: | ---: |"]
