@@ -4,6 +4,11 @@ The folder holds ``encoder.onnx``, ``decoder_step.onnx``, the sentencepiece mode
 ``meta.json`` (normalization, special ids, length limits, attention settings);
 ``nmt/onnx_runtime.py`` decodes it with onnxruntime, numpy and sentencepiece only.
 
+The step takes its state by rows (a beam's hypotheses) and the source by sentence, as ``nmt.search`` does:
+traced with two rows a sentence, its attention goes through ``LuongAttention``'s k-rows path, which holds
+for any k (1 for greedy). ``meta.json`` says so (``shared_source``); folders exported before read as one
+source row per state row, and the runtime repeats the sources for them.
+
 The graphs are traced by torch's TorchScript-based ONNX exporter: it is the one that maps a
 packed (bi)LSTM to ONNX's ``LSTM`` with ``sequence_lens``; torch.export cannot trace packing.
 """
@@ -50,16 +55,22 @@ class _Step(nn.Module):
         self.lstm = model.decoder.rnn.mode == "LSTM"
 
     def forward(self, y, feed, h, c, memory, keys, mask, lens, position):
-        """One step: (batch,) y, (batch, 1, hidden) feed, (layers, batch, hidden) h, c, Source parts, (1,) position."""
+        """One step: (rows,) y, (rows, 1, hidden) feed, (layers, rows, hidden) h, c, Source parts of the sentences
+        (rows = k · sentences, each sentence's k rows together), (1,) position."""
         state = (h, c) if self.lstm else h
         logp, feed, state, a, p = self.decoder.step(y, feed, state, Source(memory, keys, mask, lens), position)
         h, c = state if self.lstm else (state, c + 0.0)  # c + 0: a GRU's unused c stays a graph input
-        centre = p.squeeze(1) if p is not None else torch.zeros_like(lens)  # (batch,)
+        centre = p.squeeze(1) if p is not None else torch.zeros_like(y, dtype=lens.dtype)  # (rows,)
         return logp, feed, h, c, a.squeeze(1), centre
 
 
-def _axes(names: list[str], batch_dim: dict, src_dim: set) -> dict:
-    return {n: {**({batch_dim.get(n, 0): "batch"}), **({1: "src_len"} if n in src_dim else {})} for n in names}
+SOURCE = {"memory", "keys", "mask", "lens"}  # the step's inputs by sentence; the others by row (hypothesis)
+
+
+def _axes(names: list[str], batch_dim: dict, src_dim: set, rows: str = "batch") -> dict:
+    """Dynamic axes: the batch axis (``rows`` for the step's state, "batch" for sources) and src_len."""
+    return {n: {batch_dim.get(n, 0): "batch" if n in SOURCE else rows, **({1: "src_len"} if n in src_dim else {})}
+            for n in names}
 
 
 def export_onnx(model: Seq2Seq, tok: Tokenizer, cfg, out: Path, int8: bool = False) -> list[Path]:
@@ -78,13 +89,15 @@ def export_onnx(model: Seq2Seq, tok: Tokenizer, cfg, out: Path, int8: bool = Fal
         torch.onnx.export(enc, (src, lens), str(out / "encoder.onnx"), dynamo=False, opset_version=OPSET,
                           input_names=["src", "src_lens"], output_names=ENCODER_OUT,
                           dynamic_axes=_axes(["src", "src_lens", *ENCODER_OUT], state_batch, src_dims))
-        feed = memory.new_zeros(2, 1, model.decoder.hidden)
-        y = torch.full((2,), BOS, dtype=torch.long)
+        # two rows (hypotheses) a sentence: the trace takes the attention's k-rows path (nmt/attention.py)
+        feed = memory.new_zeros(4, 1, model.decoder.hidden)
+        y = torch.full((4,), BOS, dtype=torch.long)
+        h, c = h.repeat_interleave(2, 1), c.repeat_interleave(2, 1)  # (layers, rows, hidden)
         step_args = (y, feed, h, c, memory, keys, mask, lens_f, torch.zeros(1))
         _, _, _, _, _, centre = _Step(model)(*step_args)
         torch.onnx.export(_Step(model), step_args, str(out / "decoder_step.onnx"), dynamo=False, opset_version=OPSET,
                           input_names=STEP_IN, output_names=STEP_OUT,
-                          dynamic_axes=_axes(STEP_IN[:-1] + STEP_OUT, state_batch, src_dims))
+                          dynamic_axes=_axes(STEP_IN[:-1] + STEP_OUT, state_batch, src_dims, rows="rows"))
     if int8:  # the decoder step only, as nmt/int8.py: the encoder (once a batch) in int8 costs BLEU, not time
         quantize_int8(out / "decoder_step.onnx")
     (out / "spm.src.model").write_bytes(tok.src_model)
@@ -99,7 +112,7 @@ def export_onnx(model: Seq2Seq, tok: Tokenizer, cfg, out: Path, int8: bool = Fal
         "max_len": {"ratio": search.RATIO, "extra": search.EXTRA, "cap": search.CAP},  # nmt.search's limits
         "hidden": model.decoder.hidden, "layers": model.decoder.rnn.num_layers,
         "score": a.score, "mode": a.mode, "window": a.window, "has_centre": a.mode != "global",
-        "int8": int8,
+        "int8": int8, "shared_source": True,  # the step takes the source once per sentence (module docstring)
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return [out / n for n in ("encoder.onnx", "decoder_step.onnx", "spm.src.model", "spm.tgt.model", "meta.json")]

@@ -26,6 +26,7 @@ import sentencepiece as spm
 from nmt.data.normalize import normalizer
 
 NEG = np.float32(-np.inf)
+SOURCE = ("memory", "keys", "mask", "lens", "src_lens")  # kept by sentence; the rest of a state by row
 STOPS = ("exact", "full", "first")  # nmt.search.STOPS, without torch (tests/test_export.py checks they agree)
 
 
@@ -45,6 +46,7 @@ class OnnxTranslator:
         self.tgt = spm.SentencePieceProcessor(model_file=str(folder / "spm.tgt.model"))
         self.normalize = normalizer(self.meta["normalization"]["opencc"])
         self.pad, self.bos, self.eos = self.meta["pad"], self.meta["bos"], self.meta["eos"]
+        self.shared = bool(self.meta.get("shared_source"))  # False: an older export, one source row per state row
 
     # ------------------------------------------------------------------ graphs
     def encode(self, ids: list[list[int]]) -> dict:
@@ -65,10 +67,13 @@ class OnnxTranslator:
         logp, st["feed"], st["h"], st["c"], att, centre = self.step_graph.run(None, feeds)
         return logp, att, centre
 
-    @staticmethod
-    def select(st: dict, rows: np.ndarray) -> dict:
-        """Rows ``rows`` of every part of the state (h and c have the batch on axis 1)."""
-        return {k: (v[:, rows] if k in ("h", "c") else v[rows]) for k, v in st.items()}
+    def select(self, st: dict, rows: np.ndarray, sentences: Optional[np.ndarray] = None) -> dict:
+        """Rows ``rows`` of the decoder state (h and c have them on axis 1) and, if given, sentences ``sentences`` of
+        the source (a beam's hypotheses share their sentence's: ``shared_source`` in nmt/export_onnx.py). An older
+        export's step takes a source row per state row: its sources follow ``rows``."""
+        sentences = sentences if self.shared else rows
+        return {k: ((v if sentences is None else v[sentences]) if k in SOURCE else v[:, rows] if k in ("h", "c")
+                    else v[rows]) for k, v in st.items()}
 
     def limits(self, src_lens: np.ndarray) -> np.ndarray:
         """(batch,) output length limits, as ``nmt.search.max_lengths``."""
@@ -106,7 +111,7 @@ class OnnxTranslator:
                 break
             if 4 * done.sum() >= done.size:  # drop ended rows, as nmt.search.greedy
                 keep = np.flatnonzero(~done)
-                st = self.select(st, keep)
+                st = self.select(st, keep, keep)
                 live, y, limit, done = live[keep], y[keep], limit[keep], done[keep]
         return [(_until(row, self.eos), float(s)) for row, s in zip(tokens.tolist(), score)]
 
@@ -116,8 +121,9 @@ class OnnxTranslator:
         if stop not in STOPS:
             raise ValueError(f"stop must be one of {', '.join(STOPS)}, got {stop!r}")
         n, K = len(ids), beam
-        st = self.select(self.encode(ids), np.repeat(np.arange(n), K))
-        limit = self.limits(st["src_lens"][::K])
+        enc = self.encode(ids)
+        limit = self.limits(enc["src_lens"])
+        st = self.select(enc, np.repeat(np.arange(n), K))  # K rows a sentence, its source once
         T = int(limit.max())
         fin_scores = np.full((n, K), NEG, dtype=np.float32)  # length-normalized, best first
         fin_seqs = np.full((n, K, T + 1), self.eos, dtype=np.int64)
@@ -152,11 +158,12 @@ class OnnxTranslator:
             rows = (origin + np.arange(na)[:, None] * K).reshape(-1)  # (na*K,) parents
             if done.all():
                 break
+            keep_s = None
             if done.any():
                 keep_s = np.flatnonzero(~done)
                 act, limit, alive, token = act[keep_s], limit[keep_s], alive[keep_s], token[keep_s]
                 seqs, rows = seqs[keep_s], rows.reshape(na, K)[keep_s].reshape(-1)
-            st = self.select(st, rows)
+            st = self.select(st, rows, keep_s)
             y = token.reshape(-1)
         return [[(_until(fin_seqs[i, k].tolist(), self.eos), float(fin_scores[i, k]))
                  for k in range(n_best) if k == 0 or fin_scores[i, k] > -1e30] for i in range(n)]

@@ -53,6 +53,32 @@ def test_onnx_matches_eager(make_model, random_sources, hsk_tokenizer, tmp_path,
     np.testing.assert_allclose([s for nb in ours for _, s in nb], [s for nb in eager.nbest for _, s in nb], atol=1e-4)
 
 
+def test_the_step_takes_each_sentences_source_once_and_older_exports_still_decode(make_model, random_sources,
+                                                                                hsk_tokenizer, tmp_path):
+    """A beam's hypotheses share their sentence's source in the runtime, as in nmt.search; a folder whose meta.json
+    does not say ``shared_source`` (exported before it) gets a source row per state row, with the same output."""
+    model = make_model(40, 30, mode="local_p", window=3)
+    with torch.no_grad():
+        model.decoder.out.weight.mul_(30)
+        model.decoder.out.bias.mul_(30)
+    export_onnx(model, hsk_tokenizer, _cfg("local_p", 3), tmp_path)
+    sources = random_sources(7, 1, 15, 40, seed=5)
+    onnx = OnnxTranslator(tmp_path)
+    st = onnx.select(onnx.encode(sources), np.repeat(np.arange(7), 3))
+    assert onnx.shared and st["memory"].shape[0] == st["keys"].shape[0] == 7 and st["h"].shape[1] == st["feed"].shape[0] == 21
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    del meta["shared_source"]
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    older = OnnxTranslator(tmp_path)
+    assert not older.shared and older.select(older.encode(sources), np.repeat(np.arange(7), 3))["memory"].shape[0] == 21
+    for a, b in ((older.beam(sources, 3, n_best=2, stop="first"), onnx.beam(sources, 3, n_best=2, stop="first")),
+                 ([[h] for h in older.greedy(sources)], [[h] for h in onnx.greedy(sources)])):
+        assert [[toks for toks, _ in nb] for nb in a] == [[toks for toks, _ in nb] for nb in b]
+        np.testing.assert_allclose([s for nb in a for _, s in nb], [s for nb in b for _, s in nb], atol=1e-5)  # bmm rounding
+    batch = make_batch(sources, None, range(len(sources)))
+    assert [nb[0][0] for nb in onnx.beam(sources, 3)] == beam_search(model, batch, beam=3).tokens
+
+
 @pytest.mark.parametrize("stop", STOPS)
 def test_onnx_follows_every_stop_rule(make_model, random_sources, hsk_tokenizer, tmp_path, stop):
     """Each stop rule of the eager search (nmt.search.STOPS), n-best included, in the runtime; its STOPS and default
