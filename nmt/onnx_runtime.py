@@ -123,7 +123,10 @@ class OnnxTranslator:
         n, K = len(ids), beam
         enc = self.encode(ids)
         limit = self.limits(enc["src_lens"])
-        st = self.select(enc, np.repeat(np.arange(n), K))  # K rows a sentence, its source once
+        # the first step runs on the sentences (one live hypothesis each: kr = 1 row), the beam's K rows from the
+        # second on, as nmt.search; a vocabulary under 2K wide takes K rows from the start
+        kr = 1 if self.tgt.get_piece_size() >= 2 * K else K
+        st = self.select(enc, np.repeat(np.arange(n), kr))  # kr rows a sentence, its source once
         T = int(limit.max())
         fin_scores = np.full((n, K), NEG, dtype=np.float32)  # length-normalized, best first
         fin_seqs = np.full((n, K, T + 1), self.eos, dtype=np.int64)
@@ -131,13 +134,13 @@ class OnnxTranslator:
         alive = np.full((n, K), NEG, dtype=np.float32)
         alive[:, 0] = 0.0
         seqs = np.full((n, K, T + 1), self.eos, dtype=np.int64)
-        y = np.full(n * K, self.bos, dtype=np.int64)
+        y = np.full(n * kr, self.bos, dtype=np.int64)
         for t in range(T + 1):
             na = act.size
             logp, _, _ = self.step(st, y, t)
             V = logp.shape[1]
-            self._mask(logp, np.repeat(t >= limit, K))
-            cand = (logp.reshape(na, K, V) + alive[:, :, None]).reshape(na, K * V)
+            self._mask(logp, np.repeat(t >= limit, kr))
+            cand = (logp.reshape(na, kr, V) + alive[:, :kr, None]).reshape(na, kr * V)
             idx = _topk(cand, 2 * K)  # (na, 2K)
             top = np.take_along_axis(cand, idx, 1)
             origin, token = idx // V, idx % V
@@ -155,7 +158,7 @@ class OnnxTranslator:
             seqs = np.take_along_axis(seqs, origin[:, :, None], 1)
             seqs[:, :, t] = token
             done = _ended(stop, is_eos, fin_scores[act], alive, _length_penalty(limit + 1, alpha)) | (t >= limit)
-            rows = (origin + np.arange(na)[:, None] * K).reshape(-1)  # (na*K,) parents
+            rows = (origin + np.arange(na)[:, None] * kr).reshape(-1)  # (na*K,) parents
             if done.all():
                 break
             keep_s = None
@@ -164,7 +167,7 @@ class OnnxTranslator:
                 act, limit, alive, token = act[keep_s], limit[keep_s], alive[keep_s], token[keep_s]
                 seqs, rows = seqs[keep_s], rows.reshape(na, K)[keep_s].reshape(-1)
             st = self.select(st, rows, keep_s)
-            y = token.reshape(-1)
+            y, kr = token.reshape(-1), K
         return [[(_until(fin_seqs[i, k].tolist(), self.eos), float(fin_scores[i, k]))
                  for k in range(n_best) if k == 0 or fin_scores[i, k] > -1e30] for i in range(n)]
 
