@@ -127,3 +127,15 @@ def test_the_server_engine_decodes_in_int8(checkpoint):
     engine = TorchEngine(str(checkpoint), "auto", "int8", threads=1)
     out = engine.translate(SENTENCES, beam=2, n_best=1, attention=False)
     assert engine.info["precision"] == "int8" and len(out) == len(SENTENCES)
+
+
+def test_loading_for_int8_says_when_activations_keep_7_bits(checkpoint, monkeypatch, caplog):
+    """Users of a CPU without VNNI hear why int8 gains less there (nmt.int8.load_int8; the CLIs log at INFO)."""
+    import nmt.int8
+
+    for vnni in (False, True):
+        monkeypatch.setattr(nmt.int8, "full_range", lambda flags=None, vnni=vnni: vnni)
+        caplog.clear()
+        with caplog.at_level("INFO", logger="nmt.int8"):
+            nmt.int8.load_int8(checkpoint)
+        assert ("activations keep 7 bits" in caplog.text) == (not vnni)
