@@ -33,8 +33,33 @@ def decode_side_by_side() -> str:
             out.append(f"| {PEERS[peer]} | {x['batch']} | {x['search']} | {x['precision']} | {x['ours_sents_per_s']:,.0f} | "
                        f"{theirs:,.0f} | {x['ratio']:.2f}× | {x['ours_bleu']:.2f} / "
                        f"{x.get('peer_bleu', x.get('eole_bleu')):.2f} |")
-        out.append("")
+        out += ["", *against_fastest(r), ""]
     return "\n".join(out)
+
+
+def against_fastest(r: dict) -> list[str]:
+    """The issue's ratio, round by round: ours at each batch setting over the peers' fastest setting (the peer and
+    batch of the highest median) in the same round, the median and range of those ratios; a round's passes are
+    minutes apart, so drift between rounds cancels (a per-round maximum over settings would favour the peer)."""
+    samples = r["samples"]
+    settings = [(b, p) for b, sides in samples.items() for p in PEERS if p in sides]
+
+    def median(xs: list[float]) -> float:
+        xs, m = sorted(xs), len(xs) // 2
+        return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+    lines = ["Round by round against the peers' fastest setting:", "",
+             "| ours | search | batch | fastest peer setting | per-round ratio, median | range |",
+             "| --- | --- | --- | --- | ---: | --- |"]
+    for batch, sides in samples.items():
+        for key, xs in sides["ours"].items():
+            name, prec = key.rsplit("_", 1)
+            peer_name = name.removesuffix("_first")  # the peers' beam ends at the first finished
+            b, p = max(settings, key=lambda s: median([x["sents_per_s"] for x in samples[s[0]][s[1]][peer_name]]))
+            ratios = [x["sents_per_s"] / y["sents_per_s"] for x, y in zip(xs, samples[b][p][peer_name])]
+            lines.append(f"| {prec} | {name} | {batch} | {PEERS[p]} {b} | {median(ratios):.2f}× | "
+                         f"{min(ratios):.2f}–{max(ratios):.2f}× |")
+    return lines
 
 
 def gap_ablation() -> str:

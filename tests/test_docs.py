@@ -33,3 +33,20 @@ def test_the_docs_tables_are_rendered_from_the_records():
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "render_records.py"), "--check"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_ratio_to_the_fastest_peer_pairs_each_round_with_its_fastest_setting():
+    """scripts/render_peers.py: the peer setting of the highest median (not each round's luckiest pass) divides ours
+    round by round; the median and range of those ratios."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    from render_peers import against_fastest
+
+    def runs(*xs: float) -> list[dict]:
+        return [{"sents_per_s": x} for x in xs]
+
+    samples = {"default": {"ours": {"beam5_first_fp32": runs(400, 300, 600)}, "eole": {"beam5": runs(200, 100, 400)}},
+               "tokens:8000": {"ours": {"beam5_first_fp32": runs(500, 500, 500)}, "eole": {"beam5": runs(150, 250, 150)}}}
+    lines = against_fastest({"samples": samples})
+    # Eole's default has the higher median (200 against 150): ours over it round by round
+    assert "| fp32 | beam5_first | default | Eole default | 2.00× | 1.50–3.00× |" in lines
+    assert "| fp32 | beam5_first | tokens:8000 | Eole default | 2.50× | 1.25–5.00× |" in lines
