@@ -5,6 +5,7 @@ scripts/render_records.py (kept apart: that module is at the house's 300-line li
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,10 +45,6 @@ def against_fastest(r: dict) -> list[str]:
     samples = r["samples"]
     settings = [(b, p) for b, sides in samples.items() for p in PEERS if p in sides]
 
-    def median(xs: list[float]) -> float:
-        xs, m = sorted(xs), len(xs) // 2
-        return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
-
     lines = ["Round by round against the peers' fastest setting:", "",
              "| ours | search | batch | fastest peer setting | per-round ratio, median | range |",
              "| --- | --- | --- | --- | ---: | --- |"]
@@ -55,9 +52,9 @@ def against_fastest(r: dict) -> list[str]:
         for key, xs in sides["ours"].items():
             name, prec = key.rsplit("_", 1)
             peer_name = name.removesuffix("_first")  # the peers' beam ends at the first finished
-            b, p = max(settings, key=lambda s: median([x["sents_per_s"] for x in samples[s[0]][s[1]][peer_name]]))
+            b, p = max(settings, key=lambda s: statistics.median([x["sents_per_s"] for x in samples[s[0]][s[1]][peer_name]]))
             ratios = [x["sents_per_s"] / y["sents_per_s"] for x, y in zip(xs, samples[b][p][peer_name])]
-            lines.append(f"| {prec} | {name} | {batch} | {PEERS[p]} {b} | {median(ratios):.2f}× | "
+            lines.append(f"| {prec} | {name} | {batch} | {PEERS[p]} {b} | {statistics.median(ratios):.2f}× | "
                          f"{min(ratios):.2f}–{max(ratios):.2f}× |")
     return lines
 

@@ -35,10 +35,10 @@ def test_the_docs_tables_are_rendered_from_the_records():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_the_ratio_to_the_fastest_peer_pairs_each_round_with_its_fastest_setting():
+def test_the_ratio_to_the_fastest_peer_pairs_each_round_with_its_fastest_setting(monkeypatch):
     """scripts/render_peers.py: the peer setting of the highest median (not each round's luckiest pass) divides ours
     round by round; the median and range of those ratios."""
-    sys.path.insert(0, str(REPO / "scripts"))
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
     from render_peers import against_fastest
 
     def runs(*xs: float) -> list[dict]:
