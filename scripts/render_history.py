@@ -65,7 +65,7 @@ def history_precision() -> str:
         f"In one process, alternating {a['steps_per_turn']} real steps at a time ({a['steps_each']} each): bf16 "
         f"{a['bf16_ms']:.1f} ms a step against fp32 {a['fp32_ms']:.1f}.",
     ]
-    return f"Why 50 %. Measured on {r['machine']} ({r['date']}):\n\n" + "\n".join(_wrap(i, True) for i in items) + "\n"
+    return f"Why not bf16 by default on a CPU. Measured on {r['machine']} ({r['date']}):\n\n" + "\n".join(_wrap(i, True) for i in items) + "\n"
 
 
 def history_compile() -> str:
