@@ -33,7 +33,7 @@ from nmt.config import MODES, SCORES
 from nmt.ops import PLAIN, Ops
 
 # local modes gather the window once the source is this many windows long; on 2 CPU cores gathering did
-# not pay even at 200 positions (scripts/benchmark_local.py)
+# not pay even at 200 positions (scripts/bench/benchmark_local.py)
 GATHER_ABOVE = 20.0
 
 

@@ -1,4 +1,4 @@
-"""scripts/compare_attention.py's plan and table: the order it runs, what it resumes, whom it trains twice."""
+"""scripts/quality/compare_attention.py's plan and table: the order it runs, what it resumes, whom it trains twice."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "compare_attention.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "quality" / "compare_attention.py"
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 Training in fp32, bf16 and fp16 (gradient scaler), the compiled decoder step (trainer.compile=true), resume,
 greedy and beam search against the CPU on the same weights, two DDP ranks sharing one GPU
 (gloo, ``device_ids`` set) against one process, and GPU checkpoints on the CPU.
-``scripts/gpu_check.py`` runs them before it measures.
+``scripts/checks/gpu_check.py`` runs them before it measures.
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def test_bf16_on_a_cpu_without_native_bf16_warns(monkeypatch, caplog):
 
 def test_benchmark_evaluate_records_each_precision_per_set(checkpoint, cli_env, explain, tmp_path):
     record = tmp_path / "evaluate.json"
-    cmd = [sys.executable, "scripts/benchmark_evaluate.py", str(checkpoint), "--splits", "dev,test", "--beam", "2",
+    cmd = [sys.executable, "scripts/bench/benchmark_evaluate.py", str(checkpoint), "--splits", "dev,test", "--beam", "2",
            "--precisions", "fp32,int8", "--rounds", "1", "--json", str(record)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=cli_env, timeout=600)
     assert proc.returncode == 0, explain(proc)

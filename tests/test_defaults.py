@@ -1,5 +1,5 @@
 """Default behaviours that had no test of their own: early stopping on dev BLEU (the default
-metric), a Hydra multirun sweep (and scripts/sweep_table.py on it), and sacrebleu's zh tokenizer
+metric), a Hydra multirun sweep (and scripts/quality/sweep_table.py on it), and sacrebleu's zh tokenizer
 for a Chinese target. Training goes through the real CLI on the embedded corpus with a 32-unit model.
 """
 
@@ -43,7 +43,7 @@ def test_early_stopping_on_dev_bleu(run_cli, tmp_path, explain):
 def test_multirun_sweep_and_its_table(run_cli, tmp_path, explain):
     """``nmt.train -m model.hidden_size=16,32`` trains two complete runs, one per value, each with its
     own config, in a folder named by its number and overrides (cut to 120 characters and a hash: BASE's overrides
-    alone pass the 255-byte file-name limit); scripts/sweep_table.py prints one row for each."""
+    alone pass the 255-byte file-name limit); scripts/quality/sweep_table.py prints one row for each."""
     sweep = tmp_path / "sweep"
     proc = run_cli("nmt.train", "-m", *BASE, "trainer.max_steps=4", "trainer.valid_every=4", "model.hidden_size=16,32",
                    f"hydra.sweep.dir={sweep}", timeout=400)
@@ -54,7 +54,7 @@ def test_multirun_sweep_and_its_table(run_cli, tmp_path, explain):
         assert (run / "checkpoints" / "last.pt").is_file() and (run / "metrics.json").is_file(), run
         assert json.loads((run / "metrics.json").read_text())["steps"] == 4
         assert OmegaConf.load(run / ".hydra" / "config.yaml").model.hidden_size == hidden
-    table = run_cli("scripts.sweep_table", sweep)
+    table = run_cli("scripts.quality.sweep_table", sweep)
     assert table.returncode == 0, explain(table)
     lines = table.stdout.splitlines()
     assert len(lines) == 4 and lines[0].startswith("| experiment | overrides | steps |"), table.stdout

@@ -29,16 +29,16 @@ def test_every_relative_link_reaches_a_file():
 
 
 def test_the_docs_tables_are_rendered_from_the_records():
-    """Every ``<!-- render -->`` block in docs/ equals what scripts/render_records.py makes of docs/results/."""
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "render_records.py"), "--check"], cwd=REPO,
+    """Every ``<!-- render -->`` block in docs/ equals what scripts/records/render_records.py makes of docs/results/."""
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "records" / "render_records.py"), "--check"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_the_ratio_to_the_fastest_peer_pairs_each_round_with_its_fastest_setting(monkeypatch):
-    """scripts/render_peers.py: the peer setting of the highest median (not each round's luckiest pass) divides ours
+    """scripts/records/render_peers.py: the peer setting of the highest median (not each round's luckiest pass) divides ours
     round by round; the median and range of those ratios."""
-    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    monkeypatch.syspath_prepend(str(REPO / "scripts" / "records"))
     from render_peers import against_fastest
 
     def runs(*xs: float) -> list[dict]:

@@ -168,11 +168,11 @@ def test_serve_onnx_without_torch(exported, cli_env, free_port, http, start_serv
 
 
 def test_compare_script(exported, trained_run, hsk_corpus, tmp_path, cli_env, explain):
-    """scripts/compare_onnx.py on 20 dev sentences: all identical at beam 1 and 3 but ties (the eager side runs
+    """scripts/checks/compare_onnx.py on 20 dev sentences: all identical at beam 1 and 3 but ties (the eager side runs
     ``FastOps``, whose tanh may flip a near-tie), speeds reported."""
     src = tmp_path / "dev.zh"
     src.write_text("\n".join(list(hsk_corpus["dev"]["src"])[:20]) + "\n", encoding="utf-8")
-    script = Path(__file__).resolve().parents[1] / "scripts" / "compare_onnx.py"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "checks" / "compare_onnx.py"
     proc = subprocess.run([sys.executable, str(script), str(trained_run), str(exported), "--input", str(src),
                            "--beams", "1", "3", "--json"], capture_output=True, text=True, env=cli_env, timeout=300)
     assert proc.returncode == 0, explain(proc)

@@ -1,4 +1,4 @@
-"""scripts/gpu_check.py on the CPU: a clear stop without a GPU, and its --smoke form end to end."""
+"""scripts/checks/gpu_check.py on the CPU: a clear stop without a GPU, and its --smoke form end to end."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "scripts" / "gpu_check.py"
+SCRIPT = REPO / "scripts" / "checks" / "gpu_check.py"
 
 
 def test_without_a_gpu_it_says_so_and_measures_nothing(cli_env, tmp_path):

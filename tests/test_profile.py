@@ -1,4 +1,4 @@
-"""scripts/profile_decoding.py: the record's ops are the profile's, heaviest first, with their shares."""
+"""scripts/bench/profile_decoding.py: the record's ops are the profile's, heaviest first, with their shares."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "bench"))
 
 from profile_decoding import top_ops  # noqa: E402
 
@@ -30,11 +30,11 @@ def test_top_ops_are_the_heaviest_with_their_share_and_calls():
 
 
 def test_profile_training_writes_the_steps_profile_and_the_matmul_share(tmp_path, cli_env, train_overrides):
-    """scripts/profile_training.py on the tiny model: timed tokens/s, the top ops heaviest first, a matmul share."""
+    """scripts/bench/profile_training.py on the tiny model: timed tokens/s, the top ops heaviest first, a matmul share."""
     import json
     import subprocess
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "profile_training.py"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "profile_training.py"
     out = tmp_path / "profile.json"
     overrides = [o for o in train_overrides if not o.startswith(("+experiment", "trainer.device"))]
     proc = subprocess.run([sys.executable, str(script), "--config", "zh_en_local_p", "--warmup", "1", "--steps", "2",
@@ -49,12 +49,12 @@ def test_profile_training_writes_the_steps_profile_and_the_matmul_share(tmp_path
 
 
 def test_profile_decoding_writes_the_matmul_share_and_the_bound_it_gives(tmp_path, trained_run, cli_env):
-    """scripts/profile_decoding.py on the session's trained run, int8 beam search: its matmuls (fp32 and int8) are a
+    """scripts/bench/profile_decoding.py on the session's trained run, int8 beam search: its matmuls (fp32 and int8) are a
     share of the op time, and with every other op free the pass would be that much faster than measured."""
     import json
     import subprocess
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "profile_decoding.py"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "profile_decoding.py"
     out = tmp_path / "profile.json"
     proc = subprocess.run([sys.executable, str(script), str(trained_run), "--beam", "3", "--precision", "int8",
                            "--limit", "12", "--rows", "30", "--json", str(out)], capture_output=True, text=True,

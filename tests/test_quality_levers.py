@@ -1,4 +1,4 @@
-"""scripts/quality_levers.py: variants combine with '+', and a misspelt one is refused by name."""
+"""scripts/quality/quality_levers.py: variants combine with '+', and a misspelt one is refused by name."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "quality"))
 
 from quality_levers import VARIANTS, overrides_of, run_dir  # noqa: E402
 

@@ -270,13 +270,13 @@ def test_batcher_workers_decode_batches_side_by_side():
 
 
 def test_load_script_bounded(server, tmp_path, cli_env, explain):
-    """scripts/load_serve.py in a tiny form: 4 clients, 12 sentences, 4 malformed requests, 60 s at most."""
+    """scripts/bench/load_serve.py in a tiny form: 4 clients, 12 sentences, 4 malformed requests, 60 s at most."""
     import subprocess
     import sys
 
     src = tmp_path / "dev.zh"
     src.write_text("\n".join(SENTENCES * 3) + "\n", encoding="utf-8")
-    script = Path(__file__).resolve().parents[1] / "scripts" / "load_serve.py"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "load_serve.py"
     cmd = [sys.executable, str(script), "--url", server, "--input", str(src), "--clients", "4",
            "--beam", "2", "--requests", "12", "--seconds", "60", "--malformed", "4", "--json"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env, timeout=120)

@@ -1,4 +1,4 @@
-"""scripts/side_by_side.py refuses a missing peer harness at once, before its 15-minute budget run."""
+"""scripts/peers/side_by_side.py refuses a missing peer harness at once, before its 15-minute budget run."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "side_by_side.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "peers" / "side_by_side.py"
 
 
 def test_missing_peer_harness_fails_before_any_run(tmp_path):
@@ -20,7 +20,7 @@ def test_missing_peer_harness_fails_before_any_run(tmp_path):
 
 def test_decoding_batches_match_the_peers_harness_settings():
     """tokens:N holds N real source tokens a batch at any beam (translate counts source tokens × beam)."""
-    sys.path.insert(0, str(SCRIPT.parent))
+    sys.path.insert(0, str(SCRIPT.parents[1] / "bench"))
     from benchmark import decode_batch
 
     assert decode_batch("default", 5) == {}
@@ -51,7 +51,7 @@ def test_the_table_puts_each_peer_and_batch_setting_beside_ours():
 
 
 def test_decode_sitting_refuses_a_missing_model_before_decoding(tmp_path):
-    """scripts/decode_side_by_side.py names the missing model or harness and decodes nothing."""
+    """scripts/peers/decode_side_by_side.py names the missing model or harness and decodes nothing."""
     script = SCRIPT.parent / "decode_side_by_side.py"
     proc = subprocess.run([sys.executable, str(script), "--data", str(tmp_path), "--ours", str(tmp_path / "none.pt"),
                            "--eole", str(tmp_path), "--bench", str(tmp_path)], capture_output=True, text=True, timeout=120)

@@ -113,11 +113,12 @@ def test_training_on_a_damaged_copy_fails_in_one_line(tmp_path, run_cli, train_o
 
 
 def test_the_scripts_read_the_packaged_dev_split_where_it_is():
-    """scripts/check_unchanged.py translates the packaged dev split: its path follows the corpus (it broke once
+    """scripts/checks/check_unchanged.py translates the packaged dev split: its path follows the corpus (it broke once
     when the corpus moved into the package)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("check_unchanged", Path(__file__).parents[1] / "scripts" / "check_unchanged.py")
+    script = Path(__file__).parents[1] / "scripts" / "checks" / "check_unchanged.py"
+    spec = importlib.util.spec_from_file_location("check_unchanged", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.DEV == Path(PACKAGED) / "dev.parquet" and module.DEV.is_file()

@@ -1,4 +1,4 @@
-"""scripts/tune_search.py: every setting decodes dev and test; the pick is by dev alone."""
+"""scripts/quality/tune_search.py: every setting decodes dev and test; the pick is by dev alone."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "tune_search.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "quality" / "tune_search.py"
 
 
 def test_tune_search_picks_by_dev_and_keeps_the_default(tmp_path, trained_run, cli_env, explain):
@@ -26,7 +26,7 @@ def test_tune_search_picks_by_dev_and_keeps_the_default(tmp_path, trained_run, c
 
 
 def test_a_record_of_full_against_first_renders_one_line_a_run_and_the_means():
-    sys.path.insert(0, str(SCRIPT.parent))
+    sys.path.insert(0, str(SCRIPT.parents[1] / "records"))
     from render_quality import stop_pairs
 
     def row(stop: str, dev: float, test: float, speed: float) -> dict:

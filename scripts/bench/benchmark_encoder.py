@@ -1,7 +1,7 @@
 """What the encoder's separate layers cost against one multi-layer RNN with built-in dropout.
 
-    python scripts/benchmark_encoder.py --json encoder.json          # bench-small's encoder, training steps
-    python scripts/benchmark_encoder.py --device cuda --batch 128    # on a GPU (cuDNN's fused stack)
+    python scripts/bench/benchmark_encoder.py --json encoder.json          # bench-small's encoder, training steps
+    python scripts/bench/benchmark_encoder.py --device cuda --batch 128    # on a GPU (cuDNN's fused stack)
 
 ``nmt.encoder.Encoder`` runs its layers as one-layer RNNs with torch-RNG dropout between them, so that
 a checkpoint can restore every dropout mask (cuDNN keeps a multi-layer RNN's inter-layer dropout state

@@ -1,7 +1,7 @@
 """A soak check anyone can run: SIGKILL training at N random moments, resume each time, compare with an
 uninterrupted run (tiny 2-layer CPU model on the embedded HSK corpus, a few minutes on 2 cores).
 
-    python scripts/soak_resume.py [--kills 10] [--ddp-kills 5] [--only step,time,ddp] [--seed 1]
+    python scripts/checks/soak_resume.py [--kills 10] [--ddp-kills 5] [--only step,time,ddp] [--seed 1]
                                   [--minutes 1.0] [--recipe zh_en_local_p] [--out DIR] [--json FILE]
 
 step: a step budget; the final last.pt weights equal the uninterrupted run's bit for bit, at max_steps.
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 from nmt import checkpoint  # noqa: E402
 from nmt.device import cpu_info  # noqa: E402

@@ -2,7 +2,7 @@
 one process, written as a record: sentences/s (medians of alternating rounds and of their paired ratios), the
 same translations, and each way's peak memory (a fresh process each).
 
-    python scripts/benchmark_output_chunks.py RUN --decode-batch tokens:8000 --json docs/results/output_chunks.json
+    python scripts/bench/benchmark_output_chunks.py RUN --decode-batch tokens:8000 --json docs/results/output_chunks.json
 
 On the CPU a step's (rows, vocab) logits are cut into blocks of ``nmt.search.CHUNK`` elements: W_s, the log-softmax
 and the choice of tokens run block by block, so the blocks stay in cache and no step allocates (rows, vocab) tensors.
@@ -61,7 +61,7 @@ def main() -> int:
     p.add_argument("--precisions", default="fp32,int8")
     p.add_argument("--beams", default="1,5")
     p.add_argument("--stop", default="first", help="beam search's stop rule (nmt.search.STOPS)")
-    p.add_argument("--decode-batch", default="default", help="default, tokens:N or sents:N (scripts/benchmark.py)")
+    p.add_argument("--decode-batch", default="default", help="default, tokens:N or sents:N (scripts/bench/benchmark.py)")
     p.add_argument("--split", default="dev")
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--peak-only", choices=("blocks", "one"), help=argparse.SUPPRESS)

@@ -1,12 +1,12 @@
 """The GPU path in one command (about 8 minutes on one GPU, offline): the CUDA tests, then speed.
 
-    python scripts/gpu_check.py --json gpu_check.json     # on a machine with an NVIDIA GPU
-    python scripts/gpu_check.py --smoke                   # a few steps of everything, any device
+    python scripts/checks/gpu_check.py --json gpu_check.json     # on a machine with an NVIDIA GPU
+    python scripts/checks/gpu_check.py --smoke                   # a few steps of everything, any device
 
 1. ``pytest -m cuda`` (tests/test_cuda.py). On a GPU the check fails if a test fails or is skipped; it
    prints the counts, and its time limit is 3 × the test times the last ``--json`` recorded, + 120 s.
 2. bench-small (``+experiment=bench_small``) on the packaged Tatoeba corpus: training target
-   tokens/s in fp32 and in bf16 (scripts/benchmark.py measures, as for the CPU figures).
+   tokens/s in fp32 and in bf16 (scripts/bench/benchmark.py measures, as for the CPU figures).
 3. The paper's model (``+experiment=luong2015_wmt14``: 4 × 1000 LSTM, local-p general, 50K
    vocabularies) on synthetic batches of 128 sentences of 10-50 tokens: training target tokens/s
    and peak GPU memory in bf16, and the fraction of the GPU's measured bf16 matmul peak that
@@ -34,7 +34,7 @@ from typing import Optional
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # scripts/bench/benchmark.py
 from benchmark import compose_config, decoding_speed, matmul_peak_gflops, prepare_corpus, sync_device, training_speed  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
@@ -45,7 +45,7 @@ from nmt.model import build_model  # noqa: E402
 from nmt.ops import fast_ops  # noqa: E402
 from nmt.run_folder import git_commit  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # full run / smoke: warm-up and measured steps, synthetic pairs, dev sentences decoded
 SIZES = {"full": dict(warmup=30, steps=200, paper_warmup=10, paper_steps=40, dev=1000),
          "smoke": dict(warmup=1, steps=2, paper_warmup=1, paper_steps=1, dev=8)}

@@ -2,8 +2,8 @@
 precisions alternating round by round (the machine's speed drifts), each pass in a process of its own, as a user
 runs one precision (fbgemm's int8 and oneDNN's fp32 kernels in one process slowed int8 to 0.8x), written as a record.
 
-    python scripts/benchmark_decoding.py RUN --precisions fp32,int8 --json docs/results/decode_int8.json
-    python scripts/benchmark_decoding.py RUN --precisions fp32,bf16_output,int8 --beams 1,5 --batch-sentences 1000,16
+    python scripts/bench/benchmark_decoding.py RUN --precisions fp32,int8 --json docs/results/decode_int8.json
+    python scripts/bench/benchmark_decoding.py RUN --precisions fp32,bf16_output,int8 --beams 1,5 --batch-sentences 1000,16
 
 ``int8_7bit`` (for ``--precisions`` only) is int8 with torch's own 7-bit activations (its dynamic ``Linear``'s
 ``reduce_range``), whatever this CPU allows (nmt/int8.py: ``full_range``).

@@ -1,5 +1,5 @@
 """Renderers for the quality records of the default corpus beyond the levers: the search's settings picked on dev
-(docs/results/tune_search*.json), used by scripts/render_records.py (kept apart: that module is near the house's
+(docs/results/tune_search*.json), used by scripts/records/render_records.py (kept apart: that module is near the house's
 300-line limit)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from render_peers import RECORDS, machine
 
 
 def tune_search() -> str:
-    """scripts/tune_search.py records: each run's dev and test BLEU and speed per setting, the dev-best marked (a
+    """scripts/quality/tune_search.py records: each run's dev and test BLEU and speed per setting, the dev-best marked (a
     record of ``full`` against ``first`` alone: one line a run, ``stop_pairs``)."""
     out = []
     for path in sorted(RECORDS.glob("tune_search*.json")):

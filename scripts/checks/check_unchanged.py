@@ -1,12 +1,12 @@
 """Behaviour unchanged by a refactor: the same fixed-seed training and the same translations at two commits.
 
-    python scripts/check_unchanged.py 7dba35a --model outputs/demo --json unchanged.json
+    python scripts/checks/check_unchanged.py 7dba35a --model outputs/demo --json unchanged.json
 
 At ``BASE`` (a git worktree in a temporary folder) and at the working tree:
 1. a tiny fixed-seed run (2-layer encoder and decoder with dropout, 60 updates, two validations):
    the final weights' md5 and the dev history (loss, BLEU);
 2. with ``--model``, ``nmt.translate`` of the 1,000 Tatoeba dev lines, greedy and beam 5: md5 of each output;
-3. with ``--speed N``, N rounds alternating the two: bench-small training target tokens/s (scripts/benchmark.py,
+3. with ``--speed N``, N rounds alternating the two: bench-small training target tokens/s (scripts/bench/benchmark.py,
    fp32, 150 steps after 30) and, with ``--model``, ``nmt.evaluate``'s greedy and beam-5 sentences/s (at each
    ``--precision``, fp32 by default); medians.
 Exit status 1 if an output differs (speed is reported, not judged). Writes a record (date, commits, command,
@@ -31,8 +31,8 @@ from typing import Optional
 import pyarrow.parquet as pq
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-DEV = REPO / "nmt" / "data" / "tatoeba" / "dev.parquet"  # the packaged corpus's dev split, the lines translated
+REPO = Path(__file__).resolve().parents[2]
+DEV = REPO / "data" / "tatoeba" / "dev.parquet"  # the packaged corpus's dev split, the lines translated
 sys.path.insert(0, str(REPO))
 from nmt.device import cpu_info  # noqa: E402
 
@@ -81,7 +81,8 @@ def speed(code: Path, model: Optional[str], env: dict, out: Path, dev: tuple[Pat
     (source, references) files at each of ``precisions`` (keys suffixed but for fp32). The files, not the model's
     ``--split dev``: a run's relative data.dir would resolve against the base's worktree."""
     figures_json = out / "bench.json"
-    run(code, env, "scripts.benchmark", "--config", "bench_small", "--steps", "150", "--warmup", "30", "--no-decode",
+    bench = "scripts.bench.benchmark" if (code / "scripts" / "bench").is_dir() else "scripts.benchmark"  # before the sort
+    run(code, env, bench, "--config", "bench_small", "--steps", "150", "--warmup", "30", "--no-decode",
         "--json", str(figures_json), "trainer.precision=fp32")
     figures = {"train_tgt_tok_per_s": json.loads(figures_json.read_text())["train"]["tgt_tok_per_s"]}
     for precision, beam in ((p, b) for p in precisions for b in (1, 5)) if model else ():

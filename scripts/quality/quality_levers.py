@@ -1,6 +1,6 @@
 """The free quality levers on the default corpus as a record: tied embeddings, subword regularization, averaging.
 
-    python scripts/quality_levers.py --minutes 7 --seeds 42 --json docs/results/quality_levers_7min.json
+    python scripts/quality/quality_levers.py --minutes 7 --seeds 42 --json docs/results/quality_levers_7min.json
 
 Each variant trains the recipe (``+experiment=zh_en_local_p``, packaged Tatoeba) for ``--minutes`` per seed, one
 after another (nothing else may run: the budget is wall time), and scores its best checkpoint on the test split at
@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = {"baseline": ["trainer.keep_last=5"], "keep5": ["trainer.keep_last=5"], "tied": ["model.tie_embeddings=decoder"],
             "sampling": ["tokenizer.sample_alpha=0.1"], "sampling05": ["tokenizer.sample_alpha=0.5"],
             "batch1400": ["trainer.batch_tokens=1400"],  # twice the recipe's batch (400 did worse than 700)

@@ -1,6 +1,6 @@
 """Renderers for the records measured beside the peers: decoding speed (docs/results/peer_decode*.json), the BLEU
 gap's ablation (gap_ablation*.json) and each side's weights under each side's search (swap_search*.json), used by
-scripts/render_records.py (kept apart: that module is at the house's 300-line limit)."""
+scripts/records/render_records.py (kept apart: that module is at the house's 300-line limit)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-RECORDS = Path(__file__).resolve().parents[1] / "docs" / "results"
+RECORDS = Path(__file__).resolve().parents[2] / "docs" / "results"
 
 
 def machine(cpu: dict) -> str:
@@ -21,7 +21,7 @@ PEERS = {"eole": "Eole", "onmt": "OpenNMT-py"}
 
 
 def decode_side_by_side() -> str:
-    """scripts/decode_side_by_side.py records: ours and the peers' sentences/s on the same test set, medians, ratios."""
+    """scripts/peers/decode_side_by_side.py records: ours and the peers' sentences/s on the same test set, medians, ratios."""
     out = []
     for path in sorted(RECORDS.glob("peer_decode*.json")):
         r = json.loads(path.read_text())

@@ -1,7 +1,7 @@
 """Where a training step spends its time: ``torch.profiler`` over warm updates of an experiment, written as a record
 (the top ops by self CPU time, their share, calls, and the matmuls' share), so the bound on training speed is data.
 
-    python scripts/profile_training.py --config bench_small --data ../shared/data/tatoeba-cmn-eng \\
+    python scripts/bench/profile_training.py --config bench_small --data ../shared/data/tatoeba-cmn-eng \\
         --json docs/results/profile_train_bench_small_fp32.json
 
 The updates are the trainer's (``benchmark.py``'s step: forward, backward, clipping, fused Adam) on the corpus's own
@@ -40,7 +40,7 @@ from profile_decoding import matmul_ms, top_ops  # noqa: E402
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", default="bench_small", help="experiment name under nmt/configs/experiment/")
+    p.add_argument("--config", default="bench_small", help="experiment name under configs/experiment/")
     p.add_argument("--data", help="folder with train/dev.{zh,en} (default: the packaged Tatoeba corpus)")
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "bf16_output"))
     p.add_argument("--warmup", type=int, default=20)

@@ -2,10 +2,10 @@
 pass, the precisions alternating round by round (the machine's speed drifts), its own ``sent/s`` (decoding,
 tokenizing, detokenizing and scoring; no start-up or model loading) and BLEU, written as a record.
 
-    python scripts/benchmark_evaluate.py RUN --splits dev,test --beam 5 --precisions fp32,int8 --rounds 3 \\
+    python scripts/bench/benchmark_evaluate.py RUN --splits dev,test --beam 5 --precisions fp32,int8 --rounds 3 \\
         --json docs/results/evaluate_int8_local_p_15min.json
 
-``scripts/benchmark_decoding.py`` times the decoding alone, per batch size, after a warm-up; this script times what
+``scripts/bench/benchmark_decoding.py`` times the decoding alone, per batch size, after a warm-up; this script times what
 ``nmt.evaluate`` reports, cold, once per process.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from nmt.device import PRECISIONS, cpu_info
 from nmt.run_folder import git_commit
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def evaluate_once(model: str, splits: list[str], beam: int, precision: str) -> list[dict]:
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
               f"median {x['median']:.1f} sents/s ({x['speed_vs_first']:.2f}x)")
     if args.json:
         record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
-                  "command": ["scripts/benchmark_evaluate.py", *(argv if argv is not None else sys.argv[1:])],
+                  "command": ["scripts/bench/benchmark_evaluate.py", *(argv if argv is not None else sys.argv[1:])],
                   "model": str(args.model), "cpu": cpu_info(), "splits": args.splits.split(","), "beam": args.beam,
                   "rounds": args.rounds, "rows": rows}
         args.json.write_text(json.dumps(record, indent=1) + "\n")

@@ -1,6 +1,6 @@
 """Renderers of the figures measured before records were kept, transcribed from the docs into
 docs/results/history_*.json (each with date, commit, command or null, machine and source): they give back the
-docs' own tables and sentences. ``scripts/render_records.py`` uses them beside its own."""
+docs' own tables and sentences. ``scripts/records/render_records.py`` uses them beside its own."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RECORDS = REPO / "docs" / "results"
 
 
@@ -65,7 +65,8 @@ def history_precision() -> str:
         f"In one process, alternating {a['steps_per_turn']} real steps at a time ({a['steps_each']} each): bf16 "
         f"{a['bf16_ms']:.1f} ms a step against fp32 {a['fp32_ms']:.1f}.",
     ]
-    return f"Why not bf16 by default on a CPU. Measured on {r['machine']} ({r['date']}):\n\n" + "\n".join(_wrap(i, True) for i in items) + "\n"
+    head = f"Why not bf16 by default on a CPU. Measured on {r['machine']} ({r['date']}):\n\n"
+    return head + "\n".join(_wrap(i, True) for i in items) + "\n"
 
 
 def history_compile() -> str:
@@ -116,7 +117,7 @@ def history_input_feeding() -> str:
     return _wrap(
         "Without input feeding (`model.input_feeding=false`: the decoder is one oneDNN LSTM call over the target, "
         f"attention one batched matmul) bench-small trains at {w['tgt_tok_per_s']:,} target tokens/s against "
-        f"{f['tgt_tok_per_s']:,} with it (same sitting, `scripts/benchmark.py … model.input_feeding=false`, "
+        f"{f['tgt_tok_per_s']:,} with it (same sitting, `scripts/bench/benchmark.py … model.input_feeding=false`, "
         f"{w['tgt_tok_per_s'] / f['tgt_tok_per_s']:.2f}×; the oneDNN LSTM backward is most of its step). In the "
         f"15-minute budget it made {w['updates_15min']:,} updates against {f['updates_15min']:,} and reached dev BLEU "
         f"{w['dev_bleu_greedy']:.2f} greedy against {f['dev_bleu_greedy']:.2f}. At this scale input feeding costs more "
@@ -126,7 +127,7 @@ def history_input_feeding() -> str:
 
 
 def history_attention() -> str:
-    """attention.md, Table 4 on Tatoeba: scripts/compare_attention.py's rows, grouped by variant as its table() does."""
+    """attention.md, Table 4 on Tatoeba: scripts/quality/compare_attention.py's rows, grouped by variant as its table() does."""
     r = _history("attention")
     groups: dict[str, list[dict]] = {}
     for line in (REPO / r["runs"]).read_text(encoding="utf-8").splitlines():
@@ -160,7 +161,7 @@ def history_attention() -> str:
 
 
 def history_attention_local() -> str:
-    """attention.md, scripts/benchmark_local.py: step time of global and local attention by source length."""
+    """attention.md, scripts/bench/benchmark_local.py: step time of global and local attention by source length."""
     rows = ["| source length | global s/step | local-m | local-p | local-p gathered | local-p / global |",
             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
     rows += [_row(x["length"], f"{x['global_s']:.3f}", f"{x['local_m_s']:.3f}", f"{x['local_p_s']:.3f}",
@@ -170,7 +171,7 @@ def history_attention_local() -> str:
 
 
 def history_data_prepare() -> str:
-    """data.md, scripts/benchmark_data.py: preparing 1M and 2M pairs, and what the difference says."""
+    """data.md, scripts/bench/benchmark_data.py: preparing 1M and 2M pairs, and what the difference says."""
     r = _history("data_prepare")
     rows = ["| pairs | prepare | pairs/s | peak memory | of it anon | cached restart | its memory (anon) | "
             "one epoch's batch order |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]

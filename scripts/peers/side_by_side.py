@@ -1,12 +1,12 @@
 """Our bench-small against Eole, OpenNMT-py and Joey NMT, like for like, in one sitting, with ratios.
 
-    python scripts/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --peers eole --json docs/results/side_by_side.json
-    python scripts/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --smoke --peers eole      # ~25 minutes
-    python scripts/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --peers onmt --decode-precision fp32,int8
+    python scripts/peers/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --peers eole --json docs/results/side_by_side.json
+    python scripts/peers/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --smoke --peers eole      # ~25 minutes
+    python scripts/peers/side_by_side.py --data ../shared/data/tatoeba-cmn-eng --peers onmt --decode-precision fp32,int8
 
 Each round: our 15-minute budget run (``nmt.train +experiment=bench_small``), then for each peer and each decoding
 batch setting (``--decode-batch``: ``default``, every side at its own default; ``tokens:8000``, every side at 8,000
-source tokens a batch) our throughput and decoding benchmark (``scripts/benchmark.py``, decoding the budget run's
+source tokens a batch) our throughput and decoding benchmark (``scripts/bench/benchmark.py``, decoding the budget run's
 final weights) immediately followed by that peer's harness (``../shared/bench/peers/run.sh run_<peer>.sh`` with
 ``BENCH_DECODE_BATCH`` set: throughput runs, its own 15-minute budget run, decoding). Like for like:
 
@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PEERS = {"eole": "Eole", "onmt": "OpenNMT-py", "joey": "Joey NMT"}
 SMOKE_ENV = {"BENCH_BUDGET_S": "60", "BENCH_TPUT_REPEATS": "1", "BENCH_TPUT_STEPS": "50", "BENCH_DECODE_REPEATS": "1"}
 
@@ -63,7 +63,7 @@ def tag(peer: str, batch: str) -> str:
 def ours_bench(args, folder: Path, checkpoint: str, peer: str, batch: str) -> dict:
     out = folder / f"ours_{tag(peer, batch)}.json"
     steps = ["--steps", "50", "--warmup", "10"] if args.smoke else []
-    run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--config", "bench_small", "--data", str(args.data),
+    run([sys.executable, str(ROOT / "scripts" / "bench" / "benchmark.py"), "--config", "bench_small", "--data", str(args.data),
          "--checkpoint", checkpoint, "--json", str(out), "--decode-precision", args.decode_precision,
          "--decode-batch", batch, *steps, f"trainer.precision={args.train_precision}"],
         log=folder / f"ours_{tag(peer, batch)}.log")
@@ -146,7 +146,7 @@ def main() -> int:
     p.add_argument("--decode-batch", default="default,tokens:8000", type=lambda v: v.split(","),
                    help="decoding batch settings, each run on both sides (default: default,tokens:8000)")
     p.add_argument("--decode-precision", default="fp32",
-                   help="our decoding precisions, comma-separated (scripts/benchmark.py's flag), e.g. fp32,int8: "
+                   help="our decoding precisions, comma-separated (scripts/bench/benchmark.py's flag), e.g. fp32,int8: "
                         "rows *_int8 put ours in int8 beside the peers' fp32")
     args = p.parse_args()
     if not (Path(args.peers_dir) / "run.sh").is_file():  # before the budget run, not 20 minutes into the sitting

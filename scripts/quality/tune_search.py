@@ -1,6 +1,6 @@
 """The search's settings (beam, length penalty alpha, stop rule) chosen on the dev split, as a record.
 
-    python scripts/tune_search.py RUN [RUN ...] --json docs/results/tune_search.json
+    python scripts/quality/tune_search.py RUN [RUN ...] --json docs/results/tune_search.json
 
 Each trained run (a folder: its best.pt, or a checkpoint) decodes its dev and test splits under every
 combination of ``--beams``, ``--alphas`` and ``--stops``. The setting with the best dev BLEU is picked per run,

@@ -1,6 +1,6 @@
 """Decoding speed beside Eole and OpenNMT-py in one sitting, from the models side_by_side.py rounds already trained.
 
-    python scripts/decode_side_by_side.py --data ../shared/data/tatoeba-cmn-eng \\
+    python scripts/peers/decode_side_by_side.py --data ../shared/data/tatoeba-cmn-eng \\
         --ours outputs/side_by_side/round1/ours_budget/checkpoints/last.pt \\
         --eole ~/.cache/nmt-peers/bench/work/eole/budget/step_8200 \\
         --onmt ~/.cache/nmt-peers/bench/work/onmt/budget/model_step_8000.pt --rounds 3 --json docs/results/peer_decode.json
@@ -9,7 +9,7 @@ A decoding change needs a new ratio, not a new 15-minute training run on every s
 peers' test set (the Tatoeba dev split) with the trained models, alternating ours and each peer's in each round,
 at every batch setting of ``--batch`` (``default``: each side's own, 30 sentences for both peers; ``tokens:N``: N
 source tokens a batch on every side), greedy and beam 5 (ours also with the peers' stop rule, ``beam5_first``),
-and reports medians and ratios. Ours is timed as ``scripts/benchmark.py`` times it (translation only), a peer's as
+and reports medians and ratios. Ours is timed as ``scripts/bench/benchmark.py`` times it (translation only), a peer's as
 the harness does (``-report_time``, parsed by the harness's ``bench_util.py decode``; BLEU by its ``score``), with
 the harness's flags (``run_eole.sh``, ``run_onmt.sh``), every side on ``--threads`` threads. Writes a record
 (date, commit, command, CPU).
@@ -30,12 +30,12 @@ from typing import Optional
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from nmt.checkpoint import load_model  # noqa: E402
 from nmt.device import cpu_info, set_threads  # noqa: E402
 from nmt.run_folder import git_commit  # noqa: E402
-from scripts.benchmark import compose_config, decoding_speed, prepare_corpus  # noqa: E402
+from scripts.bench.benchmark import compose_config, decoding_speed, prepare_corpus  # noqa: E402
 
 BEAMS = (("greedy", 1), ("beam5", 5))  # Eole's searches; ours also runs beam 5 with Eole's stop rule:
 OURS = (("greedy", 1, "full"), ("beam5", 5, "full"), ("beam5_first", 5, "first"))  # (name, beam, stop)

@@ -1,6 +1,6 @@
 """ONNX export against eager PyTorch on the same sentences: equal outputs and speed.
 
-    python scripts/compare_onnx.py RUN EXPORTED/ --input ../shared/data/tatoeba-cmn-eng/dev.zh --beams 1 5
+    python scripts/checks/compare_onnx.py RUN EXPORTED/ --input ../shared/data/tatoeba-cmn-eng/dev.zh --beams 1 5
 
 For each beam: sentences whose best translation is identical, sentences/s of each (one process,
 the ONNX graphs and torch on the same threads), and for beam search how many of the differing

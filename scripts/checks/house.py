@@ -1,8 +1,8 @@
 """The house's measures of nmt/: lines per module, the longest function, private names reached across
 objects, and which modules define an ``autograd.Function``; ``--json`` writes them as a record.
 
-    python scripts/house.py                  # the table
-    python scripts/house.py --check          # exit 1 if a target of docs/code_map.md is missed
+    python scripts/checks/house.py                  # the table
+    python scripts/checks/house.py --check          # exit 1 if a target of docs/code_map.md is missed
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAPER = ("nmt/attention.py", "nmt/decoder.py", "nmt/model.py")  # the equations: no speed machinery imported
 MAX_MODULE, MAX_FUNCTION, MAX_SEARCH, MAX_DECODER = 300, 60, 100, 150
 SEARCH = {("nmt/search.py", "beam_search")}  # the one function allowed MAX_SEARCH lines

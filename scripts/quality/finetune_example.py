@@ -1,6 +1,6 @@
 """The fine-tuning example as a record: a Tatoeba model on HSK before, after fine-tuning, and HSK from scratch.
 
-    python scripts/finetune_example.py --base outputs/tatoeba --minutes 5 --json docs/results/finetune_hsk.json
+    python scripts/quality/finetune_example.py --base outputs/tatoeba --minutes 5 --json docs/results/finetune_hsk.json
 
 1. before: the trained model (``--base``, a run folder) translates the HSK test split as it is (beam 5);
 2. fine-tuned: ``nmt.train +experiment=RECIPE data=hsk trainer.init_from=BASE trainer.lr=0.001`` for ``--minutes``;
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def train(out: Path, recipe: str, minutes: float, extra: list[str]) -> dict:

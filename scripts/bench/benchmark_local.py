@@ -1,6 +1,6 @@
 """Training step time of global vs local attention as the source grows.
 
-    python scripts/benchmark_local.py --lengths 20 50 100 200 --json local.json
+    python scripts/bench/benchmark_local.py --lengths 20 50 100 200 --json local.json
 
 Synthetic batches (random ids, source and target of the same length, 32 sentences) through the
 bench-small model (general score, input feeding), every variant stepped in turn so that machine

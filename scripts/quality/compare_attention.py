@@ -1,6 +1,6 @@
 """Rank Luong's attention variants: the same recipe, data and minutes for each, two seeds where it matters.
 
-    python scripts/compare_attention.py --minutes 8 --out outputs/compare
+    python scripts/quality/compare_attention.py --minutes 8 --out outputs/compare
 
 Phase 1 trains the nine score × mode variants ({dot, general, concat} × {global, local-m,
 local-p}), the paper's ``location`` score and 4-head scaled dot-product (global), one seed each,
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from nmt.device import cpu_info
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SEEDS = (42, 43)
 
 # (score, mode, heads) in the order phase 1 runs them: each score and each mode spread over the run.
@@ -184,7 +184,7 @@ def main() -> int:
     (out / "logs").mkdir(parents=True, exist_ok=True)
     rows_file = out / "runs.jsonl"
     t0 = time.perf_counter()
-    header = (f"`python scripts/compare_attention.py --minutes {args.minutes:g}"
+    header = (f"`python scripts/quality/compare_attention.py --minutes {args.minutes:g}"
               + "".join(f" {o}" for o in args.overrides) + f"` on {cpu_line()}")
     while todo := plan(rows := read_rows(rows_file)):
         name, seed = todo[0]

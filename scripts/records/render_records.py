@@ -1,7 +1,7 @@
 """Render the docs' tables from the measurement records in docs/results/ (figures are data, not prose).
 
-    python scripts/render_records.py            # rewrite every <!-- render: NAME --> ... <!-- /render --> block
-    python scripts/render_records.py --check    # exit 1 if a block differs from what its records give
+    python scripts/records/render_records.py            # rewrite every <!-- render: NAME --> ... <!-- /render --> block
+    python scripts/records/render_records.py --check    # exit 1 if a block differs from what its records give
 
 A block's NAME picks a renderer below; each reads the records (JSON written by a script in the tree, with
 date, commit, command and machine) and returns Markdown.
@@ -21,7 +21,8 @@ from render_history import HISTORY
 from render_peers import PEERS_RENDERERS, machine
 from render_quality import QUALITY_RENDERERS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # scripts.peers.side_by_side
 RECORDS, DOCS = REPO / "docs" / "results", REPO / "docs"
 BLOCK = re.compile(r"(<!-- render: (\w+) -->\n)(.*?)(<!-- /render -->)", re.S)
 
@@ -58,7 +59,7 @@ def encoder_split() -> str:
 
 
 def bench() -> str:
-    """scripts/benchmark.py records: training and decoding speed of a config on this tree (an untrained model's
+    """scripts/bench/benchmark.py records: training and decoding speed of a config on this tree (an untrained model's
     decoding: its outputs run longer than a trained one's)."""
     rows = ["| record | machine | precision | train tgt tok/s | peak RSS MB | % of fp32 matmul peak | decoding sent/s |",
             "| --- | --- | --- | ---: | ---: | ---: | --- |"]
@@ -74,7 +75,7 @@ def bench() -> str:
 
 
 def house() -> str:
-    """scripts/house.py records: lines and the longest function per module, at each recorded commit side by side."""
+    """scripts/checks/house.py records: lines and the longest function per module, at each recorded commit side by side."""
     records = [json.loads(p.read_text()) for p in sorted(RECORDS.glob("house_*.json"))]
     records.sort(key=lambda r: r["date"])
     head = " | ".join(f"{r['commit'][:7]} lines | longest function" for r in records)
@@ -96,7 +97,7 @@ def speed_label(key: str) -> str:
 
 
 def unchanged() -> str:
-    """scripts/check_unchanged.py records: fixed-seed training and dev translations at a base commit and after."""
+    """scripts/checks/check_unchanged.py records: fixed-seed training and dev translations at a base commit and after."""
     rows = ["| record | base | after | weights, dev history, greedy and beam-5 md5 | speed, after / base |",
             "| --- | --- | --- | --- | --- |"]
     for path in sorted(RECORDS.glob("unchanged_*.json"), key=lambda p: json.loads(p.read_text())["date"]):
@@ -116,7 +117,7 @@ def unchanged() -> str:
 
 
 def decode_precision() -> str:
-    """scripts/benchmark_decoding.py records: BLEU and sentences/s per decoding precision, against the first."""
+    """scripts/bench/benchmark_decoding.py records: BLEU and sentences/s per decoding precision, against the first."""
     out = []
     for path in sorted(RECORDS.glob("decode_*.json")):
         r = json.loads(path.read_text())
@@ -132,7 +133,7 @@ def decode_precision() -> str:
 
 
 def evaluate_precision() -> str:
-    """scripts/benchmark_evaluate.py records: ``nmt.evaluate``'s own sentences/s and BLEU per precision, per set."""
+    """scripts/bench/benchmark_evaluate.py records: ``nmt.evaluate``'s own sentences/s and BLEU per precision, per set."""
     out = []
     for path in sorted(RECORDS.glob("evaluate_*.json")):
         r = json.loads(path.read_text())
@@ -149,7 +150,7 @@ def evaluate_precision() -> str:
 
 
 def int8_matmul() -> str:
-    """scripts/benchmark_int8_matmul.py records: each kind of matmul against fp32 at decoding shapes."""
+    """scripts/bench/benchmark_int8_matmul.py records: each kind of matmul against fp32 at decoding shapes."""
     out = []
     for path in sorted(RECORDS.glob("int8_matmul*.json")):
         r = json.loads(path.read_text())
@@ -166,7 +167,7 @@ def int8_matmul() -> str:
 
 
 def serve_load() -> str:
-    """scripts/load_serve.py --record records: the server under load, per decoding precision, runs in their order."""
+    """scripts/bench/load_serve.py --record records: the server under load, per decoding precision, runs in their order."""
     rows = ["| record | run | server precision | clients, beam | sentences/s | p50 / p95 ms | errors |",
             "| --- | --- | --- | --- | ---: | --- | ---: |"]
     for path in sorted(RECORDS.glob("serve_load*.json")):
@@ -180,8 +181,8 @@ def serve_load() -> str:
 
 
 def side_by_side() -> str:
-    """scripts/side_by_side.py --json records: ours beside each peer at each decoding batch setting (medians)."""
-    from side_by_side import PEERS, table
+    """scripts/peers/side_by_side.py --json records: ours beside each peer at each decoding batch setting (medians)."""
+    from scripts.peers.side_by_side import PEERS, table
 
     out = []
     for path in sorted(RECORDS.glob("side_by_side*.json")):
@@ -196,14 +197,14 @@ def side_by_side() -> str:
 
 
 def profiles() -> str:
-    """scripts/profile_decoding.py and profile_training.py records: the top ops of a warm decoding pass or of training
+    """scripts/bench/profile_decoding.py and profile_training.py records: the top ops of a warm decoding pass or of training
     updates, one table per record."""
     records = [(p.name, json.loads(p.read_text())) for p in sorted(RECORDS.glob("profile_*.json"))]
     out = []
     for name, r in records:
         what = (f"{r['config']}, {r['steps']} training updates of {r['mean_batch_sents']:.0f} sentences, "
                 f"{r['tgt_tok_per_s']:,.0f} target tokens/s unprofiled; matmuls {r['matmul_share']:.1%}, so every other "
-                f"op free would give {1 / r['matmul_share']:.2f}×" if "config" in r else  # scripts/profile_training.py
+                f"op free would give {1 / r['matmul_share']:.2f}×" if "config" in r else  # scripts/bench/profile_training.py
                 f"beam {r['beam']}" + (f" (stop {r['stop']})" if "stop" in r else "")
                 + (f", batches {r['decode_batch']}" if r.get("decode_batch")
                    else f", batches of {r['batch_sentences']:,} sentences")
@@ -222,7 +223,7 @@ def profiles() -> str:
 
 
 def gpu_check() -> str:
-    """scripts/gpu_check.py records: CUDA tests, training and decoding speed, and the training step's profile."""
+    """scripts/checks/gpu_check.py records: CUDA tests, training and decoding speed, and the training step's profile."""
     rows = ["| record | CUDA tests | compiled step | bench-small fp32 / bf16 tgt tok/s | auto chose | "
             "paper 4×1000 bf16 (fp32) tgt tok/s, peak MB, % of bf16 peak | bench-small fp32 step profiled | "
             "greedy / beam 5 sent/s |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -247,7 +248,7 @@ def gpu_check() -> str:
 
 
 def finetune() -> str:
-    """scripts/finetune_example.py records: a trained model on a new corpus before, fine-tuned, and from scratch."""
+    """scripts/quality/finetune_example.py records: a trained model on a new corpus before, fine-tuned, and from scratch."""
     out = []
     for path in sorted(RECORDS.glob("finetune_*.json")):
         r = json.loads(path.read_text())
@@ -268,7 +269,7 @@ def _minus(value: float, base: Optional[float]) -> str:
 
 
 def quality_levers() -> str:
-    """scripts/quality_levers.py records: a recipe with one lever pulled at a time, per seed."""
+    """scripts/quality/quality_levers.py records: a recipe with one lever pulled at a time, per seed."""
     out = []
     for path in sorted(RECORDS.glob("quality_levers*.json")):
         r = json.loads(path.read_text())
@@ -285,7 +286,7 @@ def quality_levers() -> str:
 
 
 def output_chunks() -> str:
-    """scripts/benchmark_output_chunks.py records: the search's output layer in blocks against one block."""
+    """scripts/bench/benchmark_output_chunks.py records: the search's output layer in blocks against one block."""
     out = []
     for path in sorted(RECORDS.glob("output_chunks*.json")):
         r = json.loads(path.read_text())
@@ -310,9 +311,9 @@ RENDERERS: dict[str, Callable[[], str]] = {"gpu_check": gpu_check, "finetune": f
                                            "int8_matmul": int8_matmul, "serve_load": serve_load,
                                            "side_by_side": side_by_side, "profiles": profiles,
                                            "output_chunks": output_chunks}
-RENDERERS.update(HISTORY)  # the transcribed figures (docs/results/history_*.json; scripts/render_history.py)
-RENDERERS.update(PEERS_RENDERERS)  # records measured beside the peers (scripts/render_peers.py)
-RENDERERS.update(QUALITY_RENDERERS)  # the search's settings on dev (scripts/render_quality.py)
+RENDERERS.update(HISTORY)  # the transcribed figures (docs/results/history_*.json; scripts/records/render_history.py)
+RENDERERS.update(PEERS_RENDERERS)  # records measured beside the peers (scripts/records/render_peers.py)
+RENDERERS.update(QUALITY_RENDERERS)  # the search's settings on dev (scripts/records/render_quality.py)
 
 
 def render(text: str, where: Path) -> str:

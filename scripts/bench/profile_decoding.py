@@ -4,11 +4,11 @@ session can compare. ``matmul_share`` is the share of op time in matrix products
 op free the pass would run at ``bound_sents_per_s`` (its unprofiled sentences/s over that share): a peer doing the
 same multiplications cannot be outrun by more than that over its own sentences/s. ``matmul_gflops`` is the rate of
 the fp32 matrix products (the profiler's FLOP counts of ``aten::mm``, ``addmm`` and ``bmm`` over their time), beside
-``peak_gflops``, this CPU's 2,048² sgemm (scripts/benchmark.py): near the peak, only fewer or cheaper (int8)
+``peak_gflops``, this CPU's 2,048² sgemm (scripts/bench/benchmark.py): near the peak, only fewer or cheaper (int8)
 multiplications go faster.
 
-    python scripts/profile_decoding.py RUN --beam 5 --json docs/results/profile_beam5_local_p.json
-    python scripts/profile_decoding.py RUN --beam 5 --precision int8 --batch-sentences 16
+    python scripts/bench/profile_decoding.py RUN --beam 5 --json docs/results/profile_beam5_local_p.json
+    python scripts/bench/profile_decoding.py RUN --beam 5 --precision int8 --batch-sentences 16
 
 Sentences: the run's dev split (``--split``), or the first ``--limit`` of them.
 """
@@ -68,7 +68,7 @@ def main() -> int:
     p.add_argument("--stop", choices=STOPS, default="full", help="when a beam ends (nmt.search.STOPS; the peers': first)")
     p.add_argument("--batch-sentences", type=int, default=1000)
     p.add_argument("--decode-batch", help="instead: the side-by-side's batches, default, tokens:N or sents:N "
-                                          "(scripts/benchmark.py --decode-batch)")
+                                          "(scripts/bench/benchmark.py --decode-batch)")
     p.add_argument("--split", default="dev")
     p.add_argument("--limit", type=int, default=0, help="profile only the first N sentences (0: all)")
     p.add_argument("--rows", type=int, default=20, help="ops in the record (default 20)")

@@ -1,8 +1,8 @@
 """Training and decoding throughput of a config, measured the way the peer harness measures.
 
-    python scripts/benchmark.py --config bench_small --data ../shared/data/tatoeba-cmn-eng --json bench.json
-    python scripts/benchmark.py --config bench_small --data DIR --checkpoint outputs/<run>/   # decode a trained model
-    python scripts/benchmark.py --config bench_small          # the packaged Tatoeba corpus
+    python scripts/bench/benchmark.py --config bench_small --data ../shared/data/tatoeba-cmn-eng --json bench.json
+    python scripts/bench/benchmark.py --config bench_small --data DIR --checkpoint outputs/<run>/   # decode a trained model
+    python scripts/bench/benchmark.py --config bench_small          # the packaged Tatoeba corpus
 
 Training: N measured steps after a warm-up, real tokens per second (target pieces without EOS,
 as the peer harness counts them), peak RSS,
@@ -45,7 +45,7 @@ from nmt.run_folder import git_commit
 from nmt.tokenizer import PAD
 from nmt.update import batch_loss
 
-CONFIGS = Path(__file__).resolve().parent.parent / "nmt" / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 # beam5: our default stop rule (beam hypotheses finished); beam5_first: the peers' rule
 DECODES = (("greedy", 1, "full"), ("beam5", 5, "full"), ("beam5_first", 5, "first"))
 
@@ -160,7 +160,7 @@ def decoding_speed(model: Seq2Seq, tok, cfg: DictConfig, dev_src: list[str], dev
                    precisions: Optional[Sequence[str]] = None, batch: str = "default") -> dict:
     """Sentences/s and BLEU of ``model`` on the dev sentences, per (name, beam, stop rule) and decoding
     precision: fp32 under ``name`` (``beam5``), others under ``name_precision`` (``beam5_bf16``).
-    ``precisions`` None: the config's training precision, under ``name`` (as scripts/gpu_check.py reads)."""
+    ``precisions`` None: the config's training precision, under ``name`` (as scripts/checks/gpu_check.py reads)."""
     model.eval()
     norm = src_normalizer(cfg.data)
     out = {}
@@ -180,7 +180,7 @@ def decoding_speed(model: Seq2Seq, tok, cfg: DictConfig, dev_src: list[str], dev
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", default="bench_small", help="experiment name under nmt/configs/experiment/")
+    p.add_argument("--config", default="bench_small", help="experiment name under configs/experiment/")
     p.add_argument("--data", help="folder with train/dev.{zh,en} (default: the packaged Tatoeba corpus)")
     p.add_argument("--json", help="write the figures here")
     p.add_argument("--steps", type=int, default=300)

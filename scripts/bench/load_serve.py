@@ -1,6 +1,6 @@
 """Load check of a running ``nmt.serve``: N concurrent clients, one sentence per request, on 127.0.0.1 only.
 
-    python scripts/load_serve.py --url http://127.0.0.1:5000 --input dev.zh --clients 32 --beam 5 \\
+    python scripts/bench/load_serve.py --url http://127.0.0.1:5000 --input dev.zh --clients 32 --beam 5 \\
         --requests 1000 --seconds 120 --malformed 20 [--compare RUN]
 
 Each client sends the next sentence as soon as its previous answer came; the run stops after

@@ -1,7 +1,7 @@
 """Tabulate Hydra multiruns of ``nmt.train``: one Markdown row per run, best dev BLEU first.
 
     python -m nmt.train -m +experiment=zh_en_local_p trainer.lr=0.001,0.002 hydra.sweep.dir=multirun/lr
-    python scripts/sweep_table.py multirun/lr [multirun/other ...] [--dev-beam 5]
+    python scripts/quality/sweep_table.py multirun/lr [multirun/other ...] [--dev-beam 5]
 
 Columns: the experiment and the other overrides, updates, training target tokens/s, best dev BLEU (validation
 decoding, greedy by default), dev BLEU with ``--dev-beam`` (the best checkpoint decoded again;
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 

@@ -1,6 +1,6 @@
 """Preprocessing at scale: pairs/s and peak memory of ``nmt.data.prepare`` on synthetic corpora.
 
-    python scripts/benchmark_data.py --vocab-from ../shared/data/tatoeba-cmn-eng --pairs 1000000 2000000 --json data.json
+    python scripts/bench/benchmark_data.py --vocab-from ../shared/data/tatoeba-cmn-eng --pairs 1000000 2000000 --json data.json
 
 For each size, writes a synthetic corpus of that many pairs (sentence lengths and tokens drawn
 from the real corpus's distributions, with 5% duplicates and 1% bad pairs for the filters to

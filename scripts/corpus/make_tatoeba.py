@@ -1,6 +1,6 @@
-"""Build the packaged default corpus ``nmt/data/tatoeba/`` from the Tatoeba cmn-eng copy.
+"""Build the packaged default corpus ``data/tatoeba/`` from the Tatoeba cmn-eng copy.
 
-    python scripts/make_tatoeba.py ../shared/data/tatoeba-cmn-eng
+    python scripts/corpus/make_tatoeba.py ../shared/data/tatoeba-cmn-eng
 
 Writes ``{train,dev,test}.parquet`` (columns ``zh``, ``en``, ``attribution``; zstd) and
 ``SHA256SUMS``. Dev is the copy's dev split as it is. Test is about ``--test-size`` pairs held
@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from nmt.data.normalize import normalizer  # noqa: E402
@@ -55,7 +55,7 @@ def _groups(zh: list[str], en: list[str]) -> list[list[int]]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("src", type=Path, help="folder with {train,dev}.{zh,en,attribution}")
-    p.add_argument("--out", type=Path, default=REPO / "nmt" / "data" / "tatoeba")
+    p.add_argument("--out", type=Path, default=REPO / "data" / "tatoeba")
     p.add_argument("--test-size", type=int, default=1000)
     p.add_argument("--seed", type=int, default=2026)
     args = p.parse_args()

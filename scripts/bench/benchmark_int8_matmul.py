@@ -1,7 +1,7 @@
 """The decoder's matmuls in each kind of int8 beside fp32 and bf16, at decoding shapes, written as a record: why
 ``--precision int8`` uses PyTorch's dynamic quantization and the ONNX export onnxruntime's quantizer.
 
-    python scripts/benchmark_int8_matmul.py --json docs/results/int8_matmul.json
+    python scripts/bench/benchmark_int8_matmul.py --json docs/results/int8_matmul.json
 
 Kinds: ``fp32`` (``F.linear``), ``bf16`` (weights cast once, the input at each call), ``torch_int8``
 (``nmt.int8.int8_linear``: torch.ao's dynamic int8 Linear, its weights packed for the default quantized engine),
