@@ -1,4 +1,4 @@
-"""Typed configuration schema, mirrored by the YAML tree under ``nmt/configs/``: Hydra's ConfigStore rejects
+"""Typed configuration schema, mirrored by the YAML tree under ``configs/``: Hydra's ConfigStore rejects
 a misspelled key or a value of the wrong type; ``validate`` checks what a type cannot express."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ class ConfigError(ValueError):
 
 @dataclass
 class DataConfig:
-    source: str = "tatoeba"  # tatoeba (packaged, nmt/data/tatoeba) | hsk | files | hub
+    source: str = "tatoeba"  # tatoeba (packaged, data/tatoeba) | hsk | files | hub
     src_lang: str = "zh"
     tgt_lang: str = "en"
-    dir: Optional[str] = None  # files: folder with {train,dev,test}.{src_lang,tgt_lang}; tatoeba: None = nmt/data/tatoeba
+    dir: Optional[str] = None  # files: folder with {train,dev,test}.{src_lang,tgt_lang}; tatoeba: None = data/tatoeba
     name: Optional[str] = None  # hub: dataset name, or a local path saved with save_to_disk
     config: Optional[str] = None  # hub: dataset config, e.g. "zh-en"
     revision: Optional[str] = None  # hub: a branch or commit, e.g. "refs/convert/parquet"
@@ -157,7 +157,7 @@ MODES = ("global", "local_m", "local_p")
 
 
 def register() -> None:
-    """Store the schema so ``nmt/configs/train.yaml`` can extend it; ``${short:...}`` names a sweep's run folders."""
+    """Store the schema so ``configs/train.yaml`` can extend it; ``${short:...}`` names a sweep's run folders."""
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
     if not OmegaConf.has_resolver("short"):
         OmegaConf.register_new_resolver("short", short_name)

@@ -281,7 +281,7 @@ def write_hparams(writer: SummaryWriter, cfg_dict: dict, metrics: dict) -> None:
 register()
 
 
-@hydra.main(version_base="1.3", config_path="configs", config_name="train")
+@hydra.main(version_base="1.3", config_path="pkg://nmt.configs", config_name="train")  # configs/, as a package
 def main(cfg: DictConfig) -> Optional[float]:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:

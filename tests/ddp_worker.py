@@ -29,4 +29,4 @@ def dumping_sync(self: update.Updater) -> None:
 
 update.Updater.sync_for_checkpoint = dumping_sync
 sys.argv = ["nmt.train", *sys.argv[1:]]
-runpy.run_module("nmt.train", run_name="__main__")  # as ``python -m nmt.train`` (Hydra finds nmt/configs/ from it)
+runpy.run_module("nmt.train", run_name="__main__")  # as ``python -m nmt.train`` (Hydra finds configs/ as nmt.configs)

@@ -1,4 +1,4 @@
-"""The typed config schema, ``validate``, the YAML tree under nmt/configs/ and checkpoint round-trips."""
+"""The typed config schema, ``validate``, the YAML tree under configs/ and checkpoint round-trips."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationErr
 
 from nmt.config import ConfigError, TrainConfig, from_dict, register, to_dict, validate
 
-CONFIGS = Path(__file__).resolve().parents[1] / "nmt" / "configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def composed(*overrides: str):
-    """nmt/configs/train.yaml composed by Hydra, exactly as ``python -m nmt.train`` does."""
+    """configs/train.yaml composed by Hydra, exactly as ``python -m nmt.train`` does."""
     register()
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         return compose("train", overrides=list(overrides))
@@ -89,7 +89,7 @@ def test_the_15_minute_recipe_is_the_recipe_with_a_wider_decoder():
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml")))
 def test_every_experiment_composes_and_validates(name):
-    """Every file under nmt/configs/experiment/ composes against the schema and passes ``validate``."""
+    """Every file under configs/experiment/ composes against the schema and passes ``validate``."""
     validate(composed(f"+experiment={name}"))
 
 

@@ -20,7 +20,7 @@ from nmt.data.corpus import load_corpus
 from nmt.data.prepare import prepare
 from nmt.data.text import DataError
 
-CONFIGS = Path(__file__).resolve().parents[1] / "nmt" / "configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 ZH = "我你他她们是不好大小人天中国学生喜欢吃饭喝水看书去来说话"
 EN = "i you he she they are not good big small people day china student like eat rice drink water read book go come talk".split()
 

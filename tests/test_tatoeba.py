@@ -1,4 +1,4 @@
-"""The packaged default corpus (nmt/data/tatoeba): offline loading, the test split's isolation,
+"""The packaged default corpus (data/tatoeba): offline loading, the test split's isolation,
 traditional -> simplified by default, and damaged files reported as such."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from nmt.data.normalize import normalizer
 from nmt.data.tatoeba import PACKAGED
 from nmt.data.text import DataError
 
-CONFIGS = Path(__file__).resolve().parents[1] / "nmt" / "configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def tatoeba_cfg(**kw) -> DataConfig:
-    """nmt/configs/data/tatoeba.yaml as the schema types it, with ``kw`` on top."""
+    """configs/data/tatoeba.yaml as the schema types it, with ``kw`` on top."""
     cfg = OmegaConf.merge(OmegaConf.structured(DataConfig), OmegaConf.load(CONFIGS / "data" / "tatoeba.yaml"))
     return OmegaConf.merge(cfg, kw)
 

@@ -1,5 +1,6 @@
-"""The built wheel works alone: installed into a fresh virtual environment, it trains on the packaged corpus from a
-folder outside the clone, translates with the result, and ships its console scripts."""
+"""The built wheel works alone: it carries the top-level ``configs/`` and ``data/`` inside ``nmt``; installed into a
+fresh virtual environment, it trains on the packaged corpus from a folder outside the clone, translates with the
+result, and ships its console scripts. The clone's editable install maps the same two folders."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -22,13 +24,19 @@ def run(cmd: list, cwd: Path, env: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def wheel_env(tmp_path_factory) -> tuple[Path, Path, dict]:
+def wheel(tmp_path_factory) -> Path:
+    """The wheel built from the clone."""
+    dist = tmp_path_factory.mktemp("dist")
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", dist, REPO],
+        dist, dict(os.environ))
+    return next(dist.glob("nmt-*.whl"))
+
+
+@pytest.fixture(scope="module")
+def wheel_env(wheel, tmp_path_factory) -> tuple[Path, Path, dict]:
     """A virtual environment holding only the built wheel; its dependencies are this environment's (a path entry
     to our site-packages, whose own .pth files, the clone's editable install among them, are not read)."""
     tmp = tmp_path_factory.mktemp("wheel")
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp / "dist", REPO],
-        tmp, dict(os.environ))
-    wheel = next((tmp / "dist").glob("nmt-*.whl"))
     venv = tmp / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", venv], tmp, dict(os.environ))
     python = venv / "bin" / "python"
@@ -40,6 +48,30 @@ def wheel_env(tmp_path_factory) -> tuple[Path, Path, dict]:
     outside = tmp / "elsewhere"
     outside.mkdir()
     return python, outside, env
+
+
+def test_the_wheel_carries_configs_and_data_inside_nmt(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in ("nmt/configs/__init__.py", "nmt/configs/train.yaml", "nmt/configs/experiment/zh_en_local_p.yaml",
+                 "nmt/configs/model/attention/local_p.yaml", "nmt/data/packaged/__init__.py",
+                 "nmt/data/packaged/README.md", "nmt/data/packaged/tatoeba/SHA256SUMS"):
+        assert name in names, f"{wheel} lacks {name}"
+    sums = (REPO / "data" / "tatoeba" / "SHA256SUMS").read_text().split()[1::2]
+    assert {f"nmt/data/packaged/tatoeba/{n}" for n in sums} <= names, f"{wheel} lacks a split of data/tatoeba"
+    stray = sorted(n for n in names if not n.startswith(("nmt/", "nmt-")))
+    assert not stray, f"{wheel} installs beside nmt: {stray[:5]}"  # no top-level configs/ or data/ in site-packages
+
+
+def test_the_editable_install_reads_configs_and_data_in_the_clone(tmp_path):
+    """From a folder outside the clone, the clone's editable install finds both top-level folders where they are."""
+    where = subprocess.run([sys.executable, "-c", "import nmt, nmt.configs, nmt.data.tatoeba as t; "
+                            "print(nmt.__file__, nmt.configs.__file__, t.PACKAGED, sep='\\n')"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert where.returncode == 0, where.stderr[-3000:]
+    package, configs, corpus = map(Path, where.stdout.split())
+    if REPO not in package.parents:
+        pytest.skip(f"nmt is not this clone's editable install ({package})")
+    assert configs == REPO / "configs" / "__init__.py" and corpus == REPO / "data" / "tatoeba", where.stdout
 
 
 def test_the_wheel_trains_on_the_packaged_corpus_outside_the_clone(wheel_env):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from importlib import resources
 from pathlib import Path
 
 import datasets
@@ -11,8 +12,9 @@ from nmt.cache import cache_root
 from nmt.config import DataConfig
 from nmt.data.text import DataError, read_lines
 
-PACKAGED = Path(__file__).resolve().parent / "tatoeba"  # package data: in the wheel too
-RESTORE = "reinstall nmt (pip install --force-reinstall nmt), or in a clone `git checkout -- nmt/data/tatoeba`"
+# data/tatoeba in a clone (an editable install maps data/ to nmt.data.packaged), nmt/data/packaged/tatoeba in the wheel
+PACKAGED = Path(str(resources.files("nmt.data.packaged") / "tatoeba"))
+RESTORE = "reinstall nmt (pip install --force-reinstall nmt), or in a clone `git checkout -- data/tatoeba`"
 
 
 def _check_packaged(folder: Path) -> dict[str, Path]:
@@ -35,7 +37,7 @@ def _check_packaged(folder: Path) -> dict[str, Path]:
 
 def load_tatoeba(cfg: DataConfig) -> datasets.DatasetDict:
     """The packaged Tatoeba cmn-eng pairs (CC BY 2.0 FR): train, dev and a test split that shares no
-    sentence with either (see ``nmt/data/README.md``), read offline from checksummed parquet files."""
+    sentence with either (see ``data/README.md``), read offline from checksummed parquet files."""
     files = _check_packaged(Path(str(cfg.dir)).expanduser() if cfg.dir else PACKAGED)
     raw = datasets.load_dataset("parquet", data_files={k: str(v) for k, v in files.items()}, cache_dir=str(cache_root() / "hf"))
     return raw.rename_columns({cfg.src_lang: "src", cfg.tgt_lang: "tgt"}).select_columns(["src", "tgt"])
