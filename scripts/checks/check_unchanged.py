@@ -16,7 +16,6 @@ CPU, figures) with ``--json``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import hashlib
 import json
 import os
@@ -34,7 +33,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 DEV = REPO / "data" / "tatoeba" / "dev.parquet"  # the packaged corpus's dev split, the lines translated
 sys.path.insert(0, str(REPO))
-from nmt.device import cpu_info  # noqa: E402
+from scripts.records.record import git, record, save  # noqa: E402
 
 TINY = ["data=hsk", "model.emb_size=32", "model.hidden_size=32", "model.encoder_layers=2", "model.decoder_layers=2",
         "model.dropout=0.3", "tokenizer.src_vocab_size=2000", "tokenizer.tgt_vocab_size=500", "data.dev_size=100",
@@ -133,13 +132,9 @@ def main() -> int:
             f"{k} {medians['working_tree'][k] / medians['base'][k]:.3f}" for k in medians["base"]))
     differ = [k for k in sides["base"] if sides["base"][k] != sides["working_tree"].get(k)]
     print("unchanged" if same else "CHANGED: " + ", ".join(differ))
-    if args.json:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-        Path(args.json).write_text(json.dumps({
-            "date": datetime.datetime.now().isoformat(timespec="seconds"), "base": args.base, "head": head,
-            "dirty": bool(subprocess.run(["git", "status", "--porcelain", "nmt"], cwd=REPO, capture_output=True,
-                                         text=True).stdout), "command": sys.argv, "cpu": cpu_info(), "unchanged": same, **sides,
-            "speed_rounds": rounds, "speed_medians": medians}, indent=1))
+    save(args.json, record({"base": args.base, "head": git("rev-parse", "HEAD"), "unchanged": same, **sides,
+                            "dirty": bool(git("status", "--porcelain", "nmt")),  # nmt/ differs from the commit
+                            "speed_rounds": rounds, "speed_medians": medians}))
     return 0 if same else 1
 
 

@@ -21,7 +21,6 @@ Without a GPU it stops with a message (``--smoke`` runs it on the CPU, small, to
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import random
 import subprocess
@@ -34,16 +33,24 @@ from typing import Optional
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # scripts/bench/benchmark.py
-from benchmark import compose_config, decoding_speed, matmul_peak_gflops, prepare_corpus, sync_device, training_speed  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
+from torch.profiler import ProfilerActivity, profile
 
-from nmt.batching import epoch_batches, make_batch  # noqa: E402
-from nmt.checkpoint import load_model  # noqa: E402
-from nmt.device import pick_device  # noqa: E402
-from nmt.model import build_model  # noqa: E402
-from nmt.ops import fast_ops  # noqa: E402
-from nmt.run_folder import git_commit  # noqa: E402
+from nmt.batching import epoch_batches, make_batch
+from nmt.checkpoint import load_model
+from nmt.device import pick_device
+from nmt.model import build_model
+from nmt.ops import fast_ops
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*
+from scripts.bench.benchmark import (  # noqa: E402
+    compose_config,
+    decoding_speed,
+    matmul_peak_gflops,
+    prepare_corpus,
+    sync_device,
+    training_speed,
+)
+from scripts.records.record import record, save  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 # full run / smoke: warm-up and measured steps, synthetic pairs, dev sentences decoded
@@ -236,9 +243,8 @@ def main() -> int:
     device = pick_device("auto" if torch.cuda.is_available() else "cpu")
     size = SIZES["smoke" if args.smoke else "full"]
     t0 = time.perf_counter()
-    result = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(), "command": sys.argv,
-              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-              "torch": torch.__version__, "smoke": args.smoke}
+    result = record({"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                     "torch": torch.__version__, "smoke": args.smoke})
     if not args.skip_tests:
         timeout, why = (args.tests_timeout, "--tests-timeout") if args.tests_timeout else tests_timeout(Path(args.json))
         print(f"pytest -m cuda, time limit {timeout:.0f} s ({why})", flush=True)
@@ -255,7 +261,7 @@ def main() -> int:
     result["seconds"] = time.perf_counter() - t0
     print(table(result))
     print(f"{'total':<26}{result['seconds']:.0f} s on {result['device']}")
-    Path(args.json).write_text(json.dumps(result, indent=1))
+    save(args.json, result)
     verdict = tests_verdict(result["tests"], device.type == "cuda") if "tests" in result else None
     if verdict:
         print(f"gpu_check: FAILED: {verdict}", file=sys.stderr)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import ast
-import datetime
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the repository root: scripts.*
+from scripts.records.record import record, save  # noqa: E402
+
 PAPER = ("nmt/attention.py", "nmt/decoder.py", "nmt/model.py")  # the equations: no speed machinery imported
 MAX_MODULE, MAX_FUNCTION, MAX_SEARCH, MAX_DECODER = 300, 60, 100, 150
 SEARCH = {("nmt/search.py", "beam_search")}  # the one function allowed MAX_SEARCH lines
@@ -104,12 +104,7 @@ def main() -> None:
     private = [f"{rel}: {u}" for rel, m in modules.items() for u in m["private"]]
     print(f"\nprivate names reached across objects ({len(private)}):", *private, sep="\n  ")
     print("\nmodules defining an autograd.Function:", ", ".join(r for r, m in modules.items() if m["autograd_function"]))
-    if args.json:
-        commit = subprocess.run(["git", "-C", str(args.root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-        record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": commit.strip(),
-                  "command": sys.argv, "modules": {rel: {k: v for k, v in m.items() if k != "functions"}
-                                                   for rel, m in modules.items()}}
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    save(args.json, record({"modules": {rel: {k: v for k, v in m.items() if k != "functions"} for rel, m in modules.items()}}))
     problems = missed(modules)
     print("\ntargets:", "all met" if not problems else "", *problems, sep="\n  ")
     if args.check and problems:
