@@ -14,8 +14,6 @@ Decoding: the dev split, greedy and beam 5 (with our default stop rule and with 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import random
 import resource
 import sys
@@ -35,15 +33,17 @@ from nmt.config import register, validate
 from nmt.data.normalize import src_normalizer
 from nmt.data.prepare import Prepared, prepare
 from nmt.decode import translate_texts
-from nmt.device import PRECISIONS, autocast, cpu_info, pick_device, set_threads, warn_slow_bf16
+from nmt.device import PRECISIONS, autocast, pick_device, set_threads, warn_slow_bf16
 from nmt.int8 import int8_model
 from nmt.metrics import score
 from nmt.model import Seq2Seq, build_model
 from nmt.ops import fast_ops
 from nmt.optim import build_optimizer
-from nmt.run_folder import git_commit
 from nmt.tokenizer import PAD
 from nmt.update import batch_loss
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*
+from scripts.records.record import record, save  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 # beam5: our default stop rule (beam hypotheses finished); beam5_first: the peers' rule
@@ -224,13 +224,12 @@ def main() -> int:
     with_batching = train["seconds"] + batching_s * train["steps"]
     train.update(batching_ms_per_step=1000 * batching_s,
                  tgt_tok_per_s_with_batching=train["tgt_tok_per_s"] * train["seconds"] / with_batching)
-    peak = matmul_peak_gflops() if device.type == "cpu" else float("nan")
-    train.update(matmul_peak_gflops=peak, matmul_peak_fraction=train["model_gflops"] / peak)
-    hardware = {**cpu_info(), "fp32_matmul_gflops": peak,
-                "bf16_matmul_gflops": matmul_peak_gflops(torch.bfloat16) if device.type == "cpu" else float("nan")}
-    result = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(), "command": sys.argv,
-              "config": args.config, "overrides": args.overrides, "device": str(device),
-              "threads": torch.get_num_threads(), "hardware": hardware, "train": train}
+    cpu = device.type == "cpu"
+    peaks = {"fp32": matmul_peak_gflops() if cpu else float("nan"),
+             "bf16": matmul_peak_gflops(torch.bfloat16) if cpu else float("nan")}
+    train.update(matmul_peak_gflops=peaks["fp32"], matmul_peak_fraction=train["model_gflops"] / peaks["fp32"])
+    result = record({"config": args.config, "overrides": args.overrides, "device": str(device),
+                     "threads": torch.get_num_threads(), "matmul_peak_gflops": peaks, "train": train})
 
     if not args.no_decode:
         dec_model, dec_tok, dec_cfg = model, tok, cfg
@@ -241,12 +240,11 @@ def main() -> int:
                                           list(corpus.dev["tgt"]), device, precisions=args.decode_precision,
                                           batch=args.decode_batch)
 
-    t = result["train"]
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
+    save(args.json, result)
+    t, c = result["train"], result["cpu"]
     print(f"{'config':<28}{args.config} {' '.join(args.overrides)}")
-    print(f"{'CPU':<28}{hardware['model']}, {hardware['cores']} cores, {' '.join(hardware['flags']) or 'no AMX/AVX-512'}; "
-          f"matmul peak fp32 {hardware['fp32_matmul_gflops']:.0f}, bf16 {hardware['bf16_matmul_gflops']:.0f} GFLOP/s")
+    print(f"{'CPU':<28}{c['model']}, {c['cores']} cores, {' '.join(c['flags']) or 'no AMX/AVX-512'}; "
+          f"matmul peak fp32 {peaks['fp32']:.0f}, bf16 {peaks['bf16']:.0f} GFLOP/s")
     print(f"{'train tgt tok/s':<28}{t['tgt_tok_per_s']:,.0f}   (src {t['src_tok_per_s']:,.0f}, "
           f"{t['sents_per_s']:,.0f} sents/s, {t['mean_batch_sents']:.0f} sents/batch)")
     print(f"{'  with batch building':<28}{t['tgt_tok_per_s_with_batching']:,.0f}   ({t['batching_ms_per_step']:.2f} ms a step)")

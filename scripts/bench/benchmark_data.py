@@ -26,6 +26,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*
+from scripts.records.record import record, save  # noqa: E402
+
 CHILD = r"""
 import json, sys, time
 from omegaconf import OmegaConf
@@ -169,8 +172,7 @@ def main() -> int:
     for r in rows:
         print(f"{r['pairs']:>10,} {r['prepare_s']:>10} {r['pairs_per_s']:>9,} {r['peak_pss_mb']:>8} {r['peak_anon_mb']:>8} "
               f"{r['cached_prepare_s']:>9} {r['cached_peak_pss_mb']:>10} {r['cached_peak_anon_mb']:>8} {r['epoch_order_s']:>8}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+    save(args.json, record({"sample": args.sample, "num_proc": args.num_proc, "rows": rows}))
     return 0
 
 

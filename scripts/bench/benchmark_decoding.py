@@ -15,10 +15,8 @@ requests are (nmt.serve: up to --max-batch sentences, often fewer); 1000 is nmt.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,10 +24,13 @@ from pathlib import Path
 import torch
 
 from nmt.data.corpus import load_corpus
-from nmt.device import PRECISIONS, cpu_info, set_threads
+from nmt.device import PRECISIONS, set_threads
 from nmt.metrics import score
-from nmt.run_folder import git_commit
 from nmt.translator import Translator
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*
+from scripts.bench.timing import alternate, child_json  # noqa: E402
+from scripts.records.record import record, save  # noqa: E402
 
 
 def csv(kind):
@@ -75,34 +76,26 @@ def main() -> int:
         return 0
     if bad := [x for x in args.precisions if x not in (*PRECISIONS, "int8_7bit")]:
         p.error(f"--precisions: {', '.join(bad)} not in {', '.join(PRECISIONS)}, int8_7bit")
-    passes: dict[str, list[dict]] = {prec: [] for prec in args.precisions}
-    for r in range(args.rounds):  # each precision in a fresh process, as a user runs one: two libraries' thread
-        for prec in args.precisions if r % 2 == 0 else args.precisions[::-1]:  # pools in one process slow both
-            cmd = [sys.executable, __file__, str(args.model), "--one", prec, "--splits", ",".join(args.splits),
-                   "--beams", ",".join(map(str, args.beams)), "--batch-sentences", ",".join(map(str, args.batch_sentences)),
-                   "--threads", str(args.threads)]
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
-                sys.exit(f"{prec} pass failed: {why}")
-            passes[prec].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    # each precision in a fresh process, as a user runs one: two libraries' thread pools in one process slow both
+    common = ["--splits", ",".join(args.splits), "--beams", ",".join(map(str, args.beams)),
+              "--batch-sentences", ",".join(map(str, args.batch_sentences)), "--threads", str(args.threads)]
+    passes = alternate(args.precisions, args.rounds, lambda prec: child_json(
+        [sys.executable, __file__, str(args.model), "--one", prec, *common], f"{prec} pass"))
     rows = []
     for prec, ps in passes.items():
         for i, run in enumerate(ps[0]["runs"]):
             times = [q["runs"][i]["seconds"] for q in ps]
             rows.append({"precision": prec, **{k: run[k] for k in ("split", "beam", "batch_sentences", "sentences", "bleu")},
                          "seconds": times, "sents_per_s": run["sentences"] / statistics.median(times)})
-    record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
-              "command": sys.argv, "model": str(args.model), "cpu": cpu_info(),
-              "threads": passes[args.precisions[0]][0]["threads"], "rounds": args.rounds, "rows": rows}
+    rec = record({"model": str(args.model), "threads": passes[args.precisions[0]][0]["threads"], "rounds": args.rounds,
+                  "rows": rows})
     base = {(r["split"], r["beam"], r["batch_sentences"]): r for r in rows if r["precision"] == args.precisions[0]}
     for r in rows:
         b = base[(r["split"], r["beam"], r["batch_sentences"])]
         r["speed_vs_first"], r["bleu_vs_first"] = r["sents_per_s"] / b["sents_per_s"], r["bleu"] - b["bleu"]
         print(f"{r['precision']:<12} {r['split']:<5} beam {r['beam']} batch {r['batch_sentences']:>5}: BLEU {r['bleu']:.2f} "
               f"({r['bleu_vs_first']:+.2f}), {r['sents_per_s']:,.1f} sents/s ({r['speed_vs_first']:.2f}x)")
-    if args.json:
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    save(args.json, rec)
     return 0
 
 

@@ -13,8 +13,6 @@ hits both alike; medians, and their ratio. Writes a record (date, commit, comman
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import random
 import statistics
 import sys
@@ -25,9 +23,12 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmt.device import cpu_info, pick_device, set_threads
+from nmt.device import pick_device, set_threads
 from nmt.encoder import RNNS, Encoder
-from nmt.run_folder import git_commit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*
+from scripts.bench.timing import alternate  # noqa: E402
+from scripts.records.record import record, save  # noqa: E402
 
 
 class MultiLayerEncoder(nn.Module):
@@ -80,24 +81,13 @@ def main() -> int:
     lens = torch.tensor(sorted((rng.randint(5, args.max_len) for _ in range(args.batch)), reverse=True))
     src = torch.tensor([[rng.randrange(4, 4000) for _ in range(args.max_len)] for _ in range(args.batch)], device=device)
     steps = {"stacked": timer(stacked, src, lens, device), "multi_layer": timer(multi, src, lens, device)}
-    times: dict[str, list[float]] = {k: [] for k in steps}
-    for i in range(args.steps + 3):
-        for name, step in steps.items():
-            t = step()
-            if i >= 3:
-                times[name].append(t)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    record = {
-        "date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(), "command": sys.argv,
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_info(), "torch": torch.__version__,
-        "batch": args.batch, "max_len": args.max_len, "layers": args.layers, "hidden": args.hidden, "dropout": args.dropout,
-        "stacked_ms": med["stacked"] * 1e3, "multi_layer_ms": med["multi_layer"] * 1e3,
-        "stacked_over_multi_layer": med["stacked"] / med["multi_layer"],
-    }
-    print(f"encoder forward+backward, median of {args.steps}: stacked {record['stacked_ms']:.2f} ms, "
-          f"one multi-layer module {record['multi_layer_ms']:.2f} ms, ratio {record['stacked_over_multi_layer']:.3f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(record, indent=1))
+    med = {k: statistics.median(v) for k, v in alternate(list(steps), args.steps, lambda k: steps[k](), warmup=3).items()}
+    rec = record({"device": str(device), "torch": torch.__version__, "batch": args.batch, "max_len": args.max_len,
+                  "layers": args.layers, "hidden": args.hidden, "dropout": args.dropout, "stacked_ms": med["stacked"] * 1e3,
+                  "multi_layer_ms": med["multi_layer"] * 1e3, "stacked_over_multi_layer": med["stacked"] / med["multi_layer"]})
+    print(f"encoder forward+backward, median of {args.steps}: stacked {rec['stacked_ms']:.2f} ms, "
+          f"one multi-layer module {rec['multi_layer_ms']:.2f} ms, ratio {rec['stacked_over_multi_layer']:.3f}")
+    save(args.json, rec)
     return 0
 
 

@@ -12,28 +12,23 @@ tokenizing, detokenizing and scoring; no start-up or model loading) and BLEU, wr
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-from nmt.device import PRECISIONS, cpu_info
-from nmt.run_folder import git_commit
+from nmt.device import PRECISIONS
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the repository root: scripts.*
+from scripts.bench.timing import alternate, child_json  # noqa: E402
+from scripts.records.record import record, save  # noqa: E402
 
 
 def evaluate_once(model: str, splits: list[str], beam: int, precision: str) -> list[dict]:
     """One ``python -m nmt.evaluate MODEL --split S1 [--split S2 …] --beam B --precision P --json`` run: a row per split."""
     cmd = [sys.executable, "-m", "nmt.evaluate", model, *[a for s in splits for a in ("--split", s)], "--beam", str(beam),
            "--precision", precision, "--json"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
-    if proc.returncode != 0:
-        why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
-        raise SystemExit(f"nmt.evaluate --precision {precision} failed: {why}")
-    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    rows = child_json(cmd, f"nmt.evaluate --precision {precision}", cwd=ROOT)
     return rows if isinstance(rows, list) else [rows]
 
 
@@ -67,23 +62,20 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--precisions: {', '.join(bad)} not in {', '.join(PRECISIONS)}")
     if args.rounds < 1:
         p.error(f"--rounds must be at least 1, got {args.rounds}")
-    passes: dict[str, list[list[dict]]] = {prec: [] for prec in precisions}
-    for r in range(args.rounds):
-        for prec in precisions if r % 2 == 0 else precisions[::-1]:
-            sets = evaluate_once(str(args.model), args.splits.split(","), args.beam, prec)
-            passes[prec].append(sets)
-            print(f"round {r + 1} {prec}: " + ", ".join(f"{x['set']} BLEU {x['bleu']:.2f} {x['sentences_per_s']:.1f} sents/s"
-                                                       for x in sets), flush=True)
+    def one(prec: str) -> list[dict]:
+        sets = evaluate_once(str(args.model), args.splits.split(","), args.beam, prec)
+        print(f"{prec}: " + ", ".join(f"{x['set']} BLEU {x['bleu']:.2f} {x['sentences_per_s']:.1f} sents/s" for x in sets),
+              flush=True)
+        return sets
+
+    passes = alternate(precisions, args.rounds, one)
     rows = summarize(passes)
     for x in rows:
         print(f"{x['precision']:<12} {x['set']:<6} BLEU {x['bleu']:.2f} ({x['bleu_vs_first']:+.2f}), "
               f"median {x['median']:.1f} sents/s ({x['speed_vs_first']:.2f}x)")
     if args.json:
-        record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
-                  "command": ["scripts/bench/benchmark_evaluate.py", *(argv if argv is not None else sys.argv[1:])],
-                  "model": str(args.model), "cpu": cpu_info(), "splits": args.splits.split(","), "beam": args.beam,
-                  "rounds": args.rounds, "rows": rows}
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+        save(args.json, record({"model": str(args.model), "splits": args.splits.split(","), "beam": args.beam,
+                                "rounds": args.rounds, "rows": rows}, argv))
     return 0
 
 

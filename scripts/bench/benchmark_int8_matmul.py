@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import datetime
-import json
 import logging
 import statistics
 import sys
@@ -31,9 +29,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from nmt.device import cpu_info, set_threads
+from nmt.device import set_threads
 from nmt.int8 import int8_linear
-from nmt.run_folder import git_commit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*
+from scripts.bench.timing import alternate  # noqa: E402
+from scripts.records.record import record, save  # noqa: E402
 
 # (rows, in, out): the vocabulary projection and an LSTM layer's step at a server's micro-batch (16 sentences ×
 # beam 5) and at nmt.evaluate's batches (about 1,000 rows), hidden 256 and 4,000 pieces as the recipes have
@@ -113,10 +114,7 @@ def main() -> int:
             fns = kinds(lin, Path(tmp))
             for fn in fns.values():  # warm-up: packing, oneDNN primitives, sessions
                 time_ms(fn, x, 3)
-            ms: dict[str, list[float]] = {k: [] for k in fns}
-            for r in range(args.rounds):
-                for k in list(fns) if r % 2 == 0 else list(fns)[::-1]:
-                    ms[k].append(time_ms(fns[k], x, args.calls))
+            ms = alternate(list(fns), args.rounds, lambda k, fns=fns, x=x: time_ms(fns[k], x, args.calls))
             med = {k: statistics.median(v) for k, v in ms.items()}
             rows.append({"rows": n, "in": i, "out": o, "ms": med, "vs_fp32": {k: med["fp32"] / v for k, v in med.items()}})
             print(f"{n:>5} x {i:>4} -> {o:>5}: " + ", ".join(f"{k} {v:.3f} ms ({med['fp32'] / v:.2f}x)" for k, v in med.items()))
@@ -126,11 +124,8 @@ def main() -> int:
             versions[lib] = __import__(lib).__version__
         except ImportError:
             versions[lib] = None
-    record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(), "command": sys.argv,
-              "cpu": cpu_info(), "threads": torch.get_num_threads(), "versions": versions, "rounds": args.rounds,
-              "calls": args.calls, "rows": rows}
-    if args.json:
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    save(args.json, record({"threads": torch.get_num_threads(), "versions": versions, "rounds": args.rounds,
+                            "calls": args.calls, "rows": rows}))
     return 0
 
 

@@ -11,7 +11,6 @@ the O(D) path that gathers the 2D + 1 window (nmt/attention.py decides by length
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import statistics
@@ -27,6 +26,10 @@ from nmt.config import ModelConfig
 from nmt.device import set_threads
 from nmt.model import build_model
 from nmt.update import batch_loss
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*
+from scripts.bench.timing import alternate  # noqa: E402
+from scripts.records.record import record, save  # noqa: E402
 
 VARIANTS = {"global": ("global", False), "local_m": ("local_m", False), "local_p": ("local_p", False),
             "local_p gathered": ("local_p", True)}
@@ -71,18 +74,13 @@ def main() -> int:
     for n in args.lengths:
         steps = {name: stepper(mode, g, n, args.batch, args.window, args.score, args.hidden)
                  for name, (mode, g) in VARIANTS.items()}
-        times: dict[str, list[float]] = {name: [] for name in steps}
-        for i in range(args.steps + 2):  # round robin, so that machine drift hits every variant alike
-            for name, step in steps.items():
-                t = step()
-                if i >= 2:
-                    times[name].append(t)
+        times = alternate(list(steps), args.steps, lambda name, steps=steps: steps[name](), warmup=2)  # drift hits all alike
         med = {name: statistics.median(v) for name, v in times.items()}
         rows.append({"length": n, **{f"{k.replace(' ', '_')}_s_per_step": v for k, v in med.items()}})
         print(f"{n:>8} " + " ".join(f"{v:>17.3f}" for v in med.values()) + f" {med['local_p'] / med['global']:>17.2f}",
               flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+    save(args.json, record({"batch": args.batch, "window": args.window, "score": args.score, "hidden": args.hidden,
+                            "rows": rows}))
     return 0
 
 

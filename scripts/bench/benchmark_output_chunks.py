@@ -11,11 +11,8 @@ and the choice of tokens run block by block, so the blocks stay in cache and no 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,12 +21,13 @@ import torch
 
 import nmt.search
 from nmt.data.corpus import load_corpus
-from nmt.device import cpu_info, keep_freed_memory, set_threads
-from nmt.run_folder import git_commit
+from nmt.device import keep_freed_memory, set_threads
 from nmt.translator import Translator
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling script below
-from benchmark import decode_batch  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*
+from scripts.bench.benchmark import decode_batch  # noqa: E402
+from scripts.bench.timing import alternate, child_json  # noqa: E402
+from scripts.records.record import record, save  # noqa: E402
 
 BLOCKED = nmt.search.chunk_rows
 
@@ -49,10 +47,28 @@ def load(model: str, precision: str, split: str) -> tuple[Translator, list[str]]
 
 def peak_mb(args: argparse.Namespace, precision: str, beam: int, way: str) -> float:
     """Peak RSS of a fresh process that loads the model and translates the split once, ``way``."""
-    proc = subprocess.run([sys.executable, __file__, args.model, "--peak-only", way, "--precisions", precision,
-                           "--beams", str(beam), "--decode-batch", args.decode_batch, "--split", args.split],
-                          capture_output=True, text=True, check=True)
-    return float(proc.stdout.strip().splitlines()[-1])
+    return child_json([sys.executable, __file__, args.model, "--peak-only", way, "--precisions", precision, "--beams",
+                       str(beam), "--decode-batch", args.decode_batch, "--split", args.split], f"{way}'s peak")
+
+
+def compare(t: Translator, src: list[str], kw: dict, rounds: int) -> dict:
+    """One block against blocks, alternating ``rounds`` times after a warm-up: medians, paired ratios, same texts."""
+    t.translate(src[:100], **kw)  # warm-up
+    texts: dict[str, list[str]] = {}
+
+    def timed(way: str) -> float:
+        setting(way)
+        start = time.perf_counter()
+        texts[way] = [o.text for o in t.translate(src, **kw)]
+        return time.perf_counter() - start
+
+    seconds = alternate(["one", "blocks"], rounds, timed)
+    setting("blocks")
+    ratios = [a / b for a, b in zip(seconds["one"], seconds["blocks"])]
+    return {"beam": kw["beam"], "sentences": len(src), "sents_per_s": {w: len(src) / statistics.median(s)
+                                                                        for w, s in seconds.items()},
+            "paired_ratio": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
+            "same_translations": texts["one"] == texts["blocks"]}
 
 
 def main() -> int:
@@ -80,35 +96,15 @@ def main() -> int:
     for precision in args.precisions.split(","):
         t, src = load(args.model, precision, args.split)
         for beam in beams:
-            kw = dict(beam=beam, stop=args.stop, **decode_batch(args.decode_batch, beam))
-            t.translate(src[:100], **kw)  # warm-up
-            seconds: dict[str, list[float]] = {"one": [], "blocks": []}
-            texts: dict[str, list[str]] = {}
-            for r in range(args.rounds):
-                for way in ("one", "blocks") if r % 2 == 0 else ("blocks", "one"):
-                    setting(way)
-                    start = time.perf_counter()
-                    out = t.translate(src, **kw)
-                    seconds[way].append(time.perf_counter() - start)
-                    texts[way] = [o.text for o in out]
-            setting("blocks")
-            ratios = [a / b for a, b in zip(seconds["one"], seconds["blocks"])]
-            row = {"precision": precision, "beam": beam, "sentences": len(src),
-                   "sents_per_s": {w: len(src) / statistics.median(s) for w, s in seconds.items()},
-                   "paired_ratio": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
-                   "same_translations": texts["one"] == texts["blocks"],
-                   "peak_mb": {w: peak_mb(args, precision, beam, w) for w in ("one", "blocks")}}
-            rows.append(row)
+            rows.append(row := compare(t, src, dict(beam=beam, stop=args.stop, **decode_batch(args.decode_batch, beam)),
+                                       args.rounds))
+            row.update(precision=precision, peak_mb={w: peak_mb(args, precision, beam, w) for w in ("one", "blocks")})
             print(f"{precision} beam {beam}: one block {row['sents_per_s']['one']:,.0f}, blocks "
                   f"{row['sents_per_s']['blocks']:,.0f} sentences/s; paired ratio {row['paired_ratio']:.3f} "
-                  f"({min(ratios):.2f}-{max(ratios):.2f}); peak {row['peak_mb']['one']:,.0f} -> "
+                  f"({row['ratio_range'][0]:.2f}-{row['ratio_range'][1]:.2f}); peak {row['peak_mb']['one']:,.0f} -> "
                   f"{row['peak_mb']['blocks']:,.0f} MB; same translations: {row['same_translations']}", flush=True)
-    if args.json:
-        record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
-                  "command": sys.argv, "cpu": cpu_info(), "threads": torch.get_num_threads(), "model": args.model,
-                  "decode_batch": args.decode_batch, "stop": args.stop, "chunk_elements": nmt.search.CHUNK,
-                  "rounds": args.rounds, "rows": rows}
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    save(args.json, record({"threads": torch.get_num_threads(), "model": args.model, "decode_batch": args.decode_batch,
+                            "stop": args.stop, "chunk_elements": nmt.search.CHUNK, "rounds": args.rounds, "rows": rows}))
     return 0
 
 

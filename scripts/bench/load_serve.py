@@ -26,6 +26,9 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*
+from scripts.records.record import record, save  # noqa: E402
+
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 BAD = [b"{not json", json.dumps({"text": [1]}).encode(), json.dumps({"text": ["\u4e00" * 100_000]}).encode(),
        json.dumps({"text": []}).encode(), json.dumps([{"src": "\u4f60\u597d", "id": 99}]).encode()]
@@ -159,19 +162,12 @@ def compare(run: str, sentences: list[str], beam: int, precision: str = "fp32") 
 
 def append_record(path: Path, url: str, report: dict) -> None:
     """Append this run to the record at ``path`` (a JSON list): date, commit, command, CPU, the server's models."""
-    import datetime
-
-    from nmt.device import cpu_info
-    from nmt.run_folder import git_commit
-
     try:
         status, models = Client(url, 10.0, keep_alive=False).get("/models")
     except OSError:
         status, models = 0, None
     runs = json.loads(path.read_text()) if path.exists() else []
-    runs.append({"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
-                 "command": sys.argv, "cpu": cpu_info(), "models": models if status == 200 else None, "report": report})
-    path.write_text(json.dumps(runs, indent=1) + "\n")
+    save(path, [*runs, record({"models": models if status == 200 else None, "report": report})])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,8 +16,6 @@ Sentences: the run's dev split (``--split``), or the first ``--limit`` of them.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import sys
 import time
 from pathlib import Path
@@ -26,13 +24,13 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from nmt.data.corpus import load_corpus
-from nmt.device import PRECISIONS, cpu_info, set_threads
-from nmt.run_folder import git_commit
+from nmt.device import PRECISIONS, set_threads
 from nmt.search import STOPS
 from nmt.translator import Translator
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling script below
-from benchmark import decode_batch, matmul_peak_gflops  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*
+from scripts.bench.benchmark import decode_batch, matmul_peak_gflops  # noqa: E402
+from scripts.records.record import record, save  # noqa: E402
 
 # matrix products, fp32 and int8 (the oneDNN LSTM layer: its gate matmuls; torch.ops.quantized: nmt/int8.py)
 MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation",
@@ -97,14 +95,11 @@ def main() -> int:
     print(f"{'all ops':<36} {total_ms:9.1f} ms for {len(src)} sentences; unprofiled wall time {wall_ms:.1f} ms "
           f"({sents_per_s:,.0f} sentences/s); matmuls {share:.1%}: every other op free would give {bound:,.0f} sentences/s; "
           f"fp32 matmuls at {gflops:,.0f} GFLOP/s, this CPU's sgemm peak {peak:,.0f}")
-    if args.json:
-        record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
-                  "command": sys.argv, "cpu": cpu_info(), "threads": torch.get_num_threads(), "model": str(args.model),
-                  "beam": args.beam, "stop": args.stop, "wall_ms": wall_ms, "precision": args.precision,
-                  "batch_sentences": args.batch_sentences, "decode_batch": args.decode_batch,
-                  "sentences": len(src), "total_ms": total_ms, "sents_per_s": sents_per_s, "matmul_share": share,
-                  "bound_sents_per_s": bound, "matmul_gflops": gflops, "peak_gflops": peak, "ops": ops}
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    save(args.json, record({"threads": torch.get_num_threads(), "model": str(args.model), "beam": args.beam,
+                            "stop": args.stop, "wall_ms": wall_ms, "precision": args.precision,
+                            "batch_sentences": args.batch_sentences, "decode_batch": args.decode_batch,
+                            "sentences": len(src), "total_ms": total_ms, "sents_per_s": sents_per_s, "matmul_share": share,
+                            "bound_sents_per_s": bound, "matmul_gflops": gflops, "peak_gflops": peak, "ops": ops}))
     return 0
 
 

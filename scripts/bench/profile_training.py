@@ -15,8 +15,6 @@ rate cannot be outrun by more than that bound times its own overhead ratio.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import random
 import sys
 import time
@@ -26,16 +24,16 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from nmt.batching import epoch_batches
-from nmt.device import cpu_info, set_threads
+from nmt.device import set_threads
 from nmt.model import build_model
 from nmt.ops import fast_ops
 from nmt.optim import build_optimizer
-from nmt.run_folder import git_commit
 from nmt.tokenizer import PAD
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts below
-from benchmark import compose_config, prepare_corpus, update_step  # noqa: E402
-from profile_decoding import matmul_ms, top_ops  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*
+from scripts.bench.benchmark import compose_config, prepare_corpus, update_step  # noqa: E402
+from scripts.bench.profile_decoding import matmul_ms, top_ops  # noqa: E402
+from scripts.records.record import record, save  # noqa: E402
 
 
 def main() -> int:
@@ -82,13 +80,10 @@ def main() -> int:
     print(f"{args.steps} updates: {tgt_tokens / seconds:,.0f} target tokens/s unprofiled; profiled op time "
           f"{total_ms:,.0f} ms, matmuls {mm_ms / total_ms:.1%}: every other op free would give "
           f"{total_ms / mm_ms:.2f}x")
-    if args.json:
-        record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
-                  "command": sys.argv, "cpu": cpu_info(), "threads": torch.get_num_threads(), "config": args.config,
-                  "overrides": args.overrides, "precision": args.precision, "steps": args.steps,
-                  "mean_batch_sents": sum(b.size for b in timed) / len(timed), "tgt_tok_per_s": tgt_tokens / seconds,
-                  "total_ms": total_ms, "matmul_ms": mm_ms, "matmul_share": mm_ms / total_ms, "ops": ops}
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    save(args.json, record({"threads": torch.get_num_threads(), "config": args.config, "overrides": args.overrides,
+                            "precision": args.precision, "steps": args.steps,
+                            "mean_batch_sents": sum(b.size for b in timed) / len(timed), "tgt_tok_per_s": tgt_tokens / seconds,
+                            "total_ms": total_ms, "matmul_ms": mm_ms, "matmul_share": mm_ms / total_ms, "ops": ops}))
     return 0
 
 

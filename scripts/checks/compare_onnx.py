@@ -4,7 +4,8 @@
 
 For each beam: sentences whose best translation is identical, sentences/s of each (one process,
 the ONNX graphs and torch on the same threads), and for beam search how many of the differing
-sentences are ties (the two best scores within 1e-4, so either order is right).
+sentences are ties (the two best scores within 1e-4, so either order is right). ``--record FILE`` writes them as
+a record (date, commit, command, CPU) for docs/results/.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import json
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*
+from scripts.records.record import record, save  # noqa: E402
 
 
 def compare(run: str, exported: str, sentences: list[str], beams: list[int]) -> list[dict]:
@@ -52,11 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--input", required=True, help="sentences, one per line")
     p.add_argument("--beams", type=int, nargs="+", default=[1, 5])
     p.add_argument("--limit", type=int, default=0, help="only the first N sentences")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--record", type=Path, help="write the rows as a record here")
     args = p.parse_args(argv)
     sentences = Path(args.input).read_text(encoding="utf-8").splitlines()
     sentences = sentences[: args.limit] if args.limit else sentences
     rows = compare(args.run, args.exported, sentences, args.beams)
+    save(args.record, record({"run": args.run, "exported": args.exported, "input": args.input, "rows": rows}, argv))
     if args.json:
         print(json.dumps(rows))
     else:

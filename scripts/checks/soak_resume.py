@@ -31,7 +31,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -39,7 +38,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 from nmt import checkpoint  # noqa: E402
-from nmt.device import cpu_info  # noqa: E402
+from scripts.records.record import record, save  # noqa: E402
 
 SAVE_EVERY = 5  # a checkpoint every 5 updates: a kill loses at most that many
 TINY = [  # tests/test_resume.py's tiny run, with 2 layers on each side (dropout between layers)
@@ -233,10 +232,6 @@ def time_scenario(soak: Soak, minutes: float, kills: int, rng: random.Random) ->
         "lr_largest_rise": rise, "lr_largest_rise_step": at, "kills": rows})
 
 
-def git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kills", type=int, default=10, help="kills in the step and time scenarios")
@@ -272,12 +267,7 @@ def main() -> int:
             results[name] = step_scenario(soak, steps, kills, rng, name)
     ok, wall = all(r["pass"] for r in results.values()), time.monotonic() - t0
     print(f"soak_resume: {'PASS' if ok else 'FAIL'} in {wall:.0f}s", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps({
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "git_commit": git("rev-parse", "HEAD"),
-            "nmt_changed_since_commit": bool(git("status", "--porcelain", "nmt")), "command": " ".join(sys.argv),
-            "cpu": cpu_info(), "out": str(out), "wall_s": wall,
-            "pass": ok, "scenarios": results}, indent=1))
+    save(args.json, record({"out": str(out), "wall_s": wall, "pass": ok, "scenarios": results}))
     return 0 if ok else 1
 
 

@@ -18,7 +18,6 @@ the harness's flags (``run_eole.sh``, ``run_onmt.sh``), every side on ``--thread
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import statistics
@@ -26,16 +25,15 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from nmt.checkpoint import load_model  # noqa: E402
-from nmt.device import cpu_info, set_threads  # noqa: E402
-from nmt.run_folder import git_commit  # noqa: E402
+from nmt.device import set_threads  # noqa: E402
 from scripts.bench.benchmark import compose_config, decoding_speed, prepare_corpus  # noqa: E402
+from scripts.records.record import record, save  # noqa: E402
 
 BEAMS = (("greedy", 1), ("beam5", 5))  # Eole's searches; ours also runs beam 5 with Eole's stop rule:
 OURS = (("greedy", 1, "full"), ("beam5", 5, "full"), ("beam5_first", 5, "first"))  # (name, beam, stop)
@@ -44,12 +42,10 @@ PEER_COMMAND = {"eole": ["eole.bin.main", "predict", "-model_path"], "onmt": ["o
 PEER_NAME = {"eole": "Eole", "onmt": "OpenNMT-py"}
 
 
-def peer_decode(peer: str, bench: Path, checkpoint: str, beam: int, batch: str, threads: int, work: Path,
-                venvs: Optional[Path] = None, src: Optional[Path] = None, spm: Optional[Path] = None) -> dict:
-    """One decode of the harness's test set by ``peer`` (eole, onmt), timed and scored by the harness's own tools;
-    the harness's venvs in ``venvs`` (default: beside ``bench``, as ../shared/bench/peers/run.sh makes them); ``src``
-    and ``spm``: other source pieces of the same sentences, and the target sentencepiece model that detokenizes them."""
-    venvs, src = venvs or bench.parent, src or bench / "data" / "sp" / "test.zh"
+def peer_decode(peer: str, bench: Path, checkpoint: str, beam: int, batch: str, threads: int, work: Path) -> dict:
+    """One decode of the harness's test set by ``peer`` (eole, onmt), timed and scored by the harness's own tools
+    (its venvs beside ``bench``, as ../shared/bench/peers/run.sh makes them)."""
+    venvs, src = bench.parent, bench / "data" / "sp" / "test.zh"
     kind, _, size = (PEER_DEFAULT if batch == "default" else batch).partition(":")
     hyp, log, timev = work / "hyp.txt", work / "decode.log", work / "decode.timev"
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
@@ -66,8 +62,7 @@ def peer_decode(peer: str, bench: Path, checkpoint: str, beam: int, batch: str, 
     subprocess.run([*bu, "decode", "--toolkit", peer, "--log", str(log), "--timev", str(timev), "--hyp", str(hyp),
                     "--n", str(n), "--beam", str(beam), "--batch-size", size, "--batch-type", kind,
                     "--batch-setting", batch, "--out", str(work / "decode.json")], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([*bu, "score", "--hyp", str(hyp), "--out", str(work / "score.json"), *(["--spm", str(spm)] if spm else [])],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([*bu, "score", "--hyp", str(hyp), "--out", str(work / "score.json")], check=True, stdout=subprocess.DEVNULL)
     timing = json.loads((work / "decode.json").read_text())
     return {"sents_per_s": timing["sents_per_s"], "bleu": json.loads((work / "score.json").read_text())["bleu"]}
 
@@ -124,11 +119,8 @@ def main() -> int:
                              "peer_sents_per_s": t, "ratio": o / t, "ours_bleu": xs[0]["bleu"], "peer_bleu": theirs[0]["bleu"]})
                 print(f"{PEER_NAME[peer]:<11}{batch:<13}{name:<12}{prec:<5} ours {o:7,.0f}  theirs {t:7,.0f}  {o / t:5.2f}×  "
                       f"BLEU {xs[0]['bleu']:.2f} / {theirs[0]['bleu']:.2f}")
-    if args.json:
-        record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
-                  "command": sys.argv, "cpu": cpu_info(), "threads": args.threads, "rounds": args.rounds,
-                  "ours": args.ours, "peers": peers, "rows": rows, "samples": samples}
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    save(args.json, record({"threads": args.threads, "rounds": args.rounds, "ours": args.ours, "peers": peers, "rows": rows,
+                            "samples": samples}))
     return 0
 
 

@@ -23,7 +23,6 @@ OUT/side_by_side.{json,md} and, with ``--json``, a record (date, commit, command
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import statistics
@@ -33,6 +32,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the repository root: scripts.*
+from scripts.records.record import record, save  # noqa: E402
+
 PEERS = {"eole": "Eole", "onmt": "OpenNMT-py", "joey": "Joey NMT"}
 SMOKE_ENV = {"BENCH_BUDGET_S": "60", "BENCH_TPUT_REPEATS": "1", "BENCH_TPUT_STEPS": "50", "BENCH_DECODE_REPEATS": "1"}
 
@@ -181,14 +183,8 @@ def main() -> int:
     result = {"rows": rows, "median": med}
     (args.out / "side_by_side.json").write_text(json.dumps(result, indent=1))
     if args.json:
-        from nmt.device import cpu_info
-        from nmt.run_folder import git_commit
-
-        record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(),
-                  "command": sys.argv, "cpu": cpu_info(), "smoke": args.smoke, "budget_minutes": args.budget_minutes,
-                  "train_precision": args.train_precision, "decode_precision": args.decode_precision,
-                  "keys": keys, **result}
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+        save(args.json, record({"smoke": args.smoke, "budget_minutes": args.budget_minutes, "train_precision":
+                                args.train_precision, "decode_precision": args.decode_precision, "keys": keys, **result}))
     print("\n" + text + note)
     return 0
 

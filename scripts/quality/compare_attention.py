@@ -29,9 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from nmt.device import cpu_info
-
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the repository root: scripts.*
+from scripts.records.record import cpu  # noqa: E402
+
 SEEDS = (42, 43)
 
 # (score, mode, heads) in the order phase 1 runs them: each score and each mode spread over the run.
@@ -150,7 +151,7 @@ def table(rows: list[dict]) -> list[str]:
 
 
 def cpu_line() -> str:
-    info = cpu_info()
+    info = cpu()
     return f"{info['model']}, {info['cores']} cores; {' '.join(info['flags']) or 'no AMX or AVX-512'}"
 
 

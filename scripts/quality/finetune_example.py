@@ -12,7 +12,6 @@ commit, command, CPU) holds each BLEU and chrF, the updates each run made, and t
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import subprocess
 import sys
@@ -21,6 +20,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the repository root: scripts.*
+from scripts.records.record import record, save  # noqa: E402
 
 
 def train(out: Path, recipe: str, minutes: float, extra: list[str]) -> dict:
@@ -53,26 +54,20 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=Path("/tmp/finetune_hsk"))
     p.add_argument("--json", type=Path)
     args = p.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from nmt.device import cpu_info
-    from nmt.run_folder import git_commit
-
     args.out.mkdir(parents=True, exist_ok=True)
     base = args.base.resolve()
-    record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(), "command": sys.argv,
-              "cpu": cpu_info(), "recipe": args.recipe, "minutes": args.minutes, "base": str(base),
-              "base_metrics": {k: v for k, v in json.loads((base / "metrics.json").read_text()).items()
-                               if k in ("steps", "train_seconds", "test_bleu", "best_valid_bleu")}}
-    record["finetuned"] = train(args.out / "finetuned", args.recipe, args.minutes,
+    rec = record({"recipe": args.recipe, "minutes": args.minutes, "base": str(base),
+                  "base_metrics": {k: v for k, v in json.loads((base / "metrics.json").read_text()).items()
+                                   if k in ("steps", "train_seconds", "test_bleu", "best_valid_bleu")}})
+    rec["finetuned"] = train(args.out / "finetuned", args.recipe, args.minutes,
                                 [f"trainer.init_from={base}", f"trainer.lr={args.finetune_lr}"])
-    record["before"] = before(base, args.out / "finetuned")
-    record["scratch"] = train(args.out / "scratch", args.recipe, args.minutes, [])
+    rec["before"] = before(base, args.out / "finetuned")
+    rec["scratch"] = train(args.out / "scratch", args.recipe, args.minutes, [])
     for name in ("before", "finetuned", "scratch"):
-        r = record[name]
+        r = rec[name]
         print(f"{name:<10} HSK test BLEU {r['test_bleu']:.2f} chrF {r['test_chrf']:.2f}"
               + (f" after {r['steps']} updates" if "steps" in r else ""))
-    if args.json:
-        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    save(args.json, rec)
     return 0
 
 

@@ -12,13 +12,15 @@ CPU) is rewritten after every run.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the repository root: scripts.*
+from scripts.records.record import record, save  # noqa: E402
+
 VARIANTS = {"baseline": ["trainer.keep_last=5"], "keep5": ["trainer.keep_last=5"], "tied": ["model.tie_embeddings=decoder"],
             "sampling": ["tokenizer.sample_alpha=0.1"], "sampling05": ["tokenizer.sample_alpha=0.5"],
             "batch1400": ["trainer.batch_tokens=1400"],  # twice the recipe's batch (400 did worse than 700)
@@ -85,12 +87,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=Path("/tmp/quality_levers"))
     p.add_argument("--json", type=Path)
     args = p.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from nmt.device import cpu_info
-    from nmt.run_folder import git_commit
-
-    record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(), "command": sys.argv,
-              "cpu": cpu_info(), "recipe": args.recipe, "minutes": args.minutes, "rows": []}
+    rec = record({"recipe": args.recipe, "minutes": args.minutes, "rows": []})
     for name in args.variants.split(","):
         overrides_of(name)  # a misspelt variant stops the sitting before its first run
     for seed in args.seeds.split(","):
@@ -100,20 +97,18 @@ def main() -> int:
             overrides = [f"+experiment={args.recipe}", f"trainer.max_minutes={args.minutes}", f"trainer.seed={seed}",
                          *overrides_of(name), f"hydra.run.dir={out}"]
             if not run([sys.executable, "-m", "nmt.train", *overrides], out.parent / f"{out.name}.log"):
-                record["rows"].append({"variant": name, "seed": int(seed), "overrides": overrides,
-                                       "failed": str(out.parent / f"{out.name}.log")})
-                if args.json:
-                    args.json.write_text(json.dumps(record, indent=1) + "\n")
+                rec["rows"].append({"variant": name, "seed": int(seed), "overrides": overrides,
+                                    "failed": str(out.parent / f"{out.name}.log")})
+                save(args.json, rec)
                 continue
             m = json.loads((out / "metrics.json").read_text())
             row = {"variant": name, "seed": int(seed), "overrides": overrides, "steps": m["steps"],
                    "best_valid_bleu": m["best_valid_bleu"], "test_bleu": m["test_bleu"], "test_chrf": m["test_chrf"]}
-            record["rows"].append(row)
+            rec["rows"].append(row)
             if VARIANTS["keep5"][0] in overrides:  # the baseline, or any variant + keep5
-                record["rows"].append({**row, "variant": f"{name}+average5", **averaged(out)})
+                rec["rows"].append({**row, "variant": f"{name}+average5", **averaged(out)})
             print({k: v for k, v in row.items() if k != "overrides"}, flush=True)
-            if args.json:
-                args.json.write_text(json.dumps(record, indent=1) + "\n")
+            save(args.json, rec)
     return 0
 
 

@@ -12,17 +12,16 @@ evaluation and ``nmt.evaluate`` use), with each decode's sentences/s (threads: t
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
-import json
 import sys
 import time
 from pathlib import Path
 
 from nmt.data.corpus import load_corpus
-from nmt.device import cpu_info
-from nmt.run_folder import git_commit
 from nmt.translator import SearchSettings, Translator
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*
+from scripts.records.record import record, save  # noqa: E402
 
 DEFAULT = SearchSettings()
 
@@ -58,12 +57,10 @@ def main() -> int:
     beams = [int(b) for b in args.beams.split(",")]
     alphas = [float(a) for a in args.alphas.split(",")]
     stops = args.stops.split(",")
-    record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": git_commit(), "command": sys.argv,
-              "cpu": cpu_info(), "runs": []}
+    rec = record({"runs": []})
     for run in args.runs:
-        record["runs"].append(tune(run, beams, alphas, stops))
-        if args.json:
-            args.json.write_text(json.dumps(record, indent=1) + "\n")
+        rec["runs"].append(tune(run, beams, alphas, stops))
+        save(args.json, rec)
     return 0
 
 
