@@ -50,7 +50,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("text", nargs="*", help="sentences to translate (default: --input or stdin)")
     p.add_argument("--input", "-i", help="file with one source sentence per line")
     p.add_argument("--output", "-o", help="write translations here instead of stdout")
-    p.add_argument("--beta", type=float, default=0.0, help="GNMT coverage penalty β (default 0: off)")
     p.add_argument("--n-best", type=int, default=1, help="print the K best as 'line ||| translation ||| score'")
     p.add_argument("--batch-size", type=int, default=1000, help="at most this many sentences per batch")
     p.add_argument("--batch-tokens", type=int, default=8000, help="at most this many source tokens × beam per batch")
