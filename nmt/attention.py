@@ -19,6 +19,9 @@ Modes (for multi-head, the window and the Gaussian apply to every head):
 
 The source-side half of every score is computed once per batch (``keys``). Long sources in a
 local mode gather the 2D + 1 window around p_t instead of masking the whole source.
+
+Plain PyTorch, one query row per source row; the fast engine (nmt/engine/) subclasses it for its
+deferred gradients and beam search's shared source.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ import torch
 from torch import nn
 
 from nmt.config import MODES, SCORES
-from nmt.ops import PLAIN, Ops
 
 # local modes gather the window once the source is this many windows long; on 2 CPU cores gathering did
 # not pay even at 200 positions (scripts/bench/benchmark_local.py)
@@ -39,13 +41,12 @@ GATHER_ABOVE = 20.0
 
 class LuongAttention(nn.Module):
     def __init__(self, score: str, mode: str, hidden: int, window: int = 10, heads: int = 1, max_len: int = 256,
-                 ops: Ops = PLAIN, gather_above: float = GATHER_ABOVE):
+                 gather_above: float = GATHER_ABOVE):
         super().__init__()
         for what, value, choices in (("score", score, SCORES), ("mode", mode, MODES)):
             if value not in choices:
                 raise ValueError(f"attention {what} {value!r} is not one of {', '.join(choices)}")
         self.score, self.mode, self.window, self.heads, self.max_len = score, mode, window, heads, max_len
-        self.ops = ops  # bmm and gather against the source (nmt/ops.py)
         self.gather_above = gather_above  # 0: always gather the window (local modes), inf: never
         if heads > 1 or score == "concat":  # concat: W_a [h_t; h̄_s] = W_q h_t + W_k h̄_s, one full matrix in two halves
             self.W_q = nn.Linear(hidden, hidden, bias=False)
@@ -79,15 +80,7 @@ class LuongAttention(nn.Module):
 
         ``keys`` from ``keys(memory)``; memory (batch, src_len, hidden) h̄_s; mask (batch, src_len) True at real
         tokens; src_lens (batch,) float S_i; positions (T,) float t. Returns c_t (batch, T, hidden), a_t (batch,
-        T, src_len) (mean over heads) and p_t (batch, T) (None for global).
-
-        A query of k·batch rows (beam search: each sentence's k hypotheses, sentence by sentence) attends to a source
-        kept once per sentence: as k·T steps of that sentence, one (k·T, hidden) product a sentence, not k."""
-        rows, k = query.size(0), query.size(0) // keys.size(0)
-        if k > 1:
-            T = query.size(1)
-            c, a, p = self(query.reshape(-1, k * T, query.size(-1)), keys, memory, mask, src_lens, positions.repeat(k))
-            return c.view(rows, T, -1), a.view(rows, T, -1), p.view(rows, T) if p is not None else None
+        T, src_len) (mean over heads) and p_t (batch, T) (None for global)."""
         p = self.position(query, src_lens, positions)  # (batch, T) or None
         if (p is not None and self.heads == 1 and self.score != "location"
                 and mask.size(1) > self.gather_above * (2 * self.window + 1)):  # gather the window, don't mask
@@ -98,7 +91,7 @@ class LuongAttention(nn.Module):
             dist = s.view(1, 1, -1) - p.unsqueeze(-1)  # (batch, T, src_len)
         if self.heads == 1:
             weights = self.align(self._full_scores(query, keys), allowed, dist).to(memory.dtype)  # (batch, T, src_len)
-            return self.ops.bmm(weights, memory), weights, p  # (batch, T, hidden)
+            return self.context(weights, memory), weights, p  # (batch, T, hidden)
         # multi-head: every head shares the mask, the window and the Gaussian
         dist = dist.unsqueeze(1) if dist is not None else None  # (batch, 1, T, src_len)
         weights = self.align(self._full_scores(query, keys), allowed.unsqueeze(1), dist)  # (B, heads, T, S)
@@ -107,12 +100,16 @@ class LuongAttention(nn.Module):
         context = (weights.to(values.dtype) @ values).transpose(1, 2).reshape(B, T, H)  # (B, T, H)
         return self.W_o(context), weights.mean(1).to(memory.dtype), p
 
+    def context(self, weights: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        """c_t = Σ_s a_t(s) h̄_s: weights (batch, T, src_len) over memory (batch, src_len, hidden) -> (batch, T, hidden)."""
+        return torch.bmm(weights, memory)
+
     def position(self, query: torch.Tensor, src_lens: torch.Tensor, positions: torch.Tensor) -> Optional[torch.Tensor]:
         """p_t (batch, T): t clamped to S_i - 1 (local_m), S_i · sigmoid(v_pᵀ tanh(W_p h_t)) (local_p), or None."""
         if self.mode == "local_m":
             return torch.minimum(positions.unsqueeze(0), (src_lens - 1).unsqueeze(1))
         if self.mode == "local_p":
-            gate = self.v_p(self.ops.tanh(self.W_p(query))).squeeze(-1)  # (batch, T)
+            gate = self.v_p(torch.tanh(self.W_p(query))).squeeze(-1)  # (batch, T)
             return src_lens.unsqueeze(1) * torch.sigmoid(gate.float())
         return None
 
@@ -121,11 +118,11 @@ class LuongAttention(nn.Module):
         or against a window of keys per step (batch, T, W, d) → (batch, T, W)."""
         if self.score == "concat":  # v_aᵀ tanh(W_q h_t + W_k h̄_s)
             k = keys if keys.dim() == 4 else keys.unsqueeze(1)  # (batch, T or 1, S or W, d)
-            return self.v_a(self.ops.tanh(self.W_q(query).unsqueeze(2) + k)).squeeze(-1)
+            return self.v_a(torch.tanh(self.W_q(query).unsqueeze(2) + k)).squeeze(-1)
         if keys.dim() == 4:  # a window per step
             scores = (query.unsqueeze(2) * keys).sum(-1)  # (batch, T, W)
         else:
-            scores = self.ops.bmm(query, keys, transpose=True)  # (batch, T, S)
+            scores = torch.bmm(query, keys.transpose(1, 2))  # (batch, T, S)
         return scores / math.sqrt(query.size(-1)) if self.score == "scaled_dot" else scores
 
     def align(self, scores: torch.Tensor, allowed: torch.Tensor, dist: Optional[torch.Tensor]) -> torch.Tensor:
@@ -150,8 +147,8 @@ class LuongAttention(nn.Module):
         idx = idx.clamp(0, S - 1)
         real = real & mask.gather(1, idx.view(B, T * W)).view(B, T, W)
         flat = idx.view(B, T * W, 1).expand(-1, -1, H)
-        k = self.ops.gather(keys, flat).view(B, T, W, H)  # (B, T, W, H)
-        v = self.ops.gather(memory, flat).view(B, T, W, H)  # (B, T, W, H)
+        k = keys.gather(1, flat).view(B, T, W, H)  # (B, T, W, H)
+        v = memory.gather(1, flat).view(B, T, W, H)  # (B, T, W, H)
         w = self.align(self.scores(query, k), real, dist).to(memory.dtype)  # (B, T, W)
         context = (w.unsqueeze(-1) * v).sum(2)  # (B, T, H)
         full = memory.new_zeros(B, T, S).scatter_add_(2, idx, w)  # (B, T, S) for callers that look

@@ -9,8 +9,9 @@ from typing import Any, Union
 
 import torch
 
+from nmt.build import build_model
 from nmt.config import from_dict
-from nmt.model import Seq2Seq, build_model
+from nmt.model import Seq2Seq
 from nmt.tokenizer import Tokenizer
 
 
@@ -66,12 +67,14 @@ def load(path: Union[str, Path], map_location: Union[str, torch.device] = "cpu")
     return state
 
 
-def load_model(path: Union[str, Path], device: Union[str, torch.device] = "cpu") -> tuple[Seq2Seq, Tokenizer, Any, dict]:
-    """Model (eval mode, on ``device``), tokenizer, config and the raw state of a checkpoint."""
+def load_model(path: Union[str, Path], device: Union[str, torch.device] = "cpu",
+               engine: str = "fast") -> tuple[Seq2Seq, Tokenizer, Any, dict]:
+    """Model (eval mode, on ``device``, in ``engine``: nmt/build.py), tokenizer, config and the raw state of a
+    checkpoint."""
     state = load(path)
     cfg = from_dict(state["config"])
     tok = Tokenizer.from_state(state["tokenizer"])
-    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, engine)
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as e:

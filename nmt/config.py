@@ -103,10 +103,11 @@ class ModelConfig:
 @dataclass
 class TrainerConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
-    precision: str = "auto"  # auto (measured at start-up) | fp32 | bf16 | fp16 | bf16_output (W_s in bf16); nmt/precision.py
+    precision: str = "auto"  # auto (fp32 on a CPU, timed on a GPU) | fp32 | bf16 | fp16 | bf16_output; nmt/precision.py
+    engine: str = "fast"  # fast (nmt/engine/) | plain (the paper's modules as written); same weights, same losses
     seed: int = 42
     threads: int = 0  # CPU threads; 0 = the cores, shared among torchrun's local processes
-    compile: Optional[bool] = None  # torch.compile the decoder step; None = off (slower on an H100: nmt/compiled_step.py)
+    compile: Optional[bool] = None  # torch.compile the fast engine's step; None = off (slower on an H100: nmt/engine/compiled.py)
     batch_tokens: int = 1200  # token budget per batch (max of source and target pieces)
     batch_sentences: int = 0  # at most this many sentences per batch; 0 = only the token budget
     accum_steps: int = 1  # batches per update (gradient accumulation)
@@ -133,7 +134,7 @@ class TrainerConfig:
     attention_images: int = 3  # TensorBoard heatmaps of the first N dev sentences at each validation
     test_beam: int = 5  # beam for the test split evaluated after training; 0 = skip
     keep_last: int = 0  # also keep the last K validations' weights as checkpoints/step*.pt (for averaging)
-    keep_best: int = 1  # keep the K best validations as checkpoints/best*.pt (best.pt is the best)
+    keep_best: int = 1  # K > 1: the K last new bests also as checkpoints/best_step*.pt (best.pt is the best)
     save_every: int = 0  # also write last.pt every N steps; 0 = at validations only
     resume: Optional[str] = None  # a checkpoint or run directory to continue from, or "auto" (this run dir's last.pt)
     # a new run from a trained model's weights and sentencepiece models (fine-tuning): fresh optimizer, schedule,
@@ -270,6 +271,7 @@ def _validate_trainer(tr: TrainerConfig) -> None:
     if dev not in ("auto", "cpu", "cuda", "mps") and not dev.startswith("cuda:"):
         raise ConfigError(f"trainer.device={dev!r} is not valid; choose auto, cpu, cuda, cuda:N or mps")
     check_choices("trainer", tr, precision=("auto", "fp32", "bf16", "fp16", "bf16_output"), optimizer=("adam", "adamw", "sgd"),
+                  engine=("fast", "plain"),
                   schedule=("constant", "halving", "plateau", "inverse_sqrt", "linear", "cosine"),
                   early_stopping_metric=("bleu", "loss"))
     if not 0 < tr.decay_factor <= 1:

@@ -78,16 +78,16 @@ def hard_alignment(weights: np.ndarray) -> str:
     return " ".join(f"{int(weights[j].argmax())}-{j}" for j in range(weights.shape[0] - 1))
 
 
-def load_models(paths: Sequence[str], device: torch.device, precision: str = "fp32"):
+def load_models(paths: Sequence[str], device: torch.device, precision: str = "fp32", engine: str = "fast"):
     """Models of one or more checkpoints (an ensemble needs one vocabulary), tokenizer, config; ``precision`` int8:
-    quantized for int8 decoding on the CPU (nmt/int8.py)."""
+    quantized for int8 decoding on the CPU (nmt/int8.py, fast engine); ``engine``: nmt/build.py."""
     from nmt.int8 import load_int8  # torch.ao's quantized modules: only for int8
 
     if precision == "int8" and device.type != "cpu":
         raise ValueError(f"precision int8 runs on the CPU only (PyTorch's quantized kernels), not on {device}")
     models, tok, cfg = [], None, None
     for path in paths:
-        model, t, c, _ = load_int8(path) if precision == "int8" else load_model(path, device)
+        model, t, c, _ = load_int8(path) if precision == "int8" else load_model(path, device, engine)
         if tok is None:
             tok, cfg = t, c
         elif t.to_state() != tok.to_state():

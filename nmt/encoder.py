@@ -46,7 +46,7 @@ class Encoder(nn.Module):
         self.dirs, self.layers, self.output_size = 2 if bidirectional else 1, layers, hidden
         self.rnn = nn.ModuleList(RNNS[rnn_type](emb if k == 0 else hidden, hidden // self.dirs, 1, batch_first=True,
                                                 bidirectional=bidirectional) for k in range(layers))
-        self.register_load_state_dict_pre_hook(_stacked_keys)
+        self.register_load_state_dict_pre_hook(stacked_keys)
 
     def forward(self, src: torch.Tensor, host_lens: HostLens) -> tuple[torch.Tensor, object]:
         """Encode src (batch, src_len), host_lens on the CPU (for packing): memory (batch, src_len, hidden), zeros at
@@ -69,7 +69,7 @@ class Encoder(nn.Module):
         return s.view(self.layers, self.dirs, *s.shape[1:]).transpose(1, 2).flatten(2)
 
 
-def _stacked_keys(module: nn.Module, state_dict: dict, prefix: str, *args) -> None:
+def stacked_keys(module: nn.Module, state_dict: dict, prefix: str, *args) -> None:
     """Checkpoints from before the layers were split name layer k's weights ``rnn.weight_ih_l{k}``: now
     ``rnn.{k}.weight_ih_l0`` (``_reverse`` kept)."""
     old = re.compile(re.escape(prefix) + r"rnn\.(weight|bias)_(ih|hh)_l(\d+)(_reverse)?$")

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from nmt import __version__, search
+from nmt.build import build_model
 from nmt.decode import MAX_SRC_PIECES
 from nmt.decoder import Source
 from nmt.model import Seq2Seq
@@ -52,7 +53,7 @@ class _Step(nn.Module):
     def __init__(self, model: Seq2Seq):
         super().__init__()
         self.decoder = model.decoder
-        self.lstm = model.decoder.rnn.mode == "LSTM"
+        self.lstm = model.decoder.rnn[0].mode == "LSTM"
 
     def forward(self, y, feed, h, c, memory, keys, mask, lens, position):
         """One step: (rows,) y, (rows, 1, hidden) feed, (layers, rows, hidden) h, c, Source parts of the sentences
@@ -76,6 +77,10 @@ def _axes(names: list[str], batch_dim: dict, src_dim: set, rows: str = "batch") 
 def export_onnx(model: Seq2Seq, tok: Tokenizer, cfg, out: Path, int8: bool = False) -> list[Path]:
     """Write the ONNX folder for ``model``; returns the files written. ``int8``: the decoder step's matmuls quantized
     to int8 by onnxruntime's dynamic quantizer (``quantize_int8``)."""
+    if not model.decoder.shares_source:  # the step graph takes the source once per sentence: the fast engine's step
+        fast = build_model(cfg.model, model.encoder.embed.num_embeddings, model.decoder.embed.num_embeddings)
+        fast.load_state_dict(model.state_dict())
+        model = fast
     model = model.eval().cpu()
     out.mkdir(parents=True, exist_ok=True)
     src = torch.tensor([[5, 6, 7, 8], [9, 10, PAD, PAD]])
@@ -89,7 +94,7 @@ def export_onnx(model: Seq2Seq, tok: Tokenizer, cfg, out: Path, int8: bool = Fal
         torch.onnx.export(enc, (src, lens), str(out / "encoder.onnx"), dynamo=False, opset_version=OPSET,
                           input_names=["src", "src_lens"], output_names=ENCODER_OUT,
                           dynamic_axes=_axes(["src", "src_lens", *ENCODER_OUT], state_batch, src_dims))
-        # two rows (hypotheses) a sentence: the trace takes the attention's k-rows path (nmt/attention.py)
+        # two rows (hypotheses) a sentence: the trace takes the attention's k-rows path (nmt/engine/attention.py)
         feed = memory.new_zeros(4, 1, model.decoder.hidden)
         y = torch.full((4,), BOS, dtype=torch.long)
         h, c = h.repeat_interleave(2, 1), c.repeat_interleave(2, 1)  # (layers, rows, hidden)
@@ -110,7 +115,7 @@ def export_onnx(model: Seq2Seq, tok: Tokenizer, cfg, out: Path, int8: bool = Fal
                           "opencc": data.opencc if data.src_lang.startswith("zh") else None},
         "pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "max_src_pieces": MAX_SRC_PIECES,
         "max_len": {"ratio": search.RATIO, "extra": search.EXTRA, "cap": search.CAP},  # nmt.search's limits
-        "hidden": model.decoder.hidden, "layers": model.decoder.rnn.num_layers,
+        "hidden": model.decoder.hidden, "layers": len(model.decoder.rnn),
         "score": a.score, "mode": a.mode, "window": a.window, "has_centre": a.mode != "global",
         "int8": int8, "shared_source": True,  # the step takes the source once per sentence (module docstring)
     }

@@ -1,4 +1,5 @@
-"""The sequence-to-sequence model: encode, decode, logits; ``build_model`` wires it from config."""
+"""The sequence-to-sequence model: encode, decode, logits. ``nmt.build.build_model`` wires it from config and plugs in
+the engine (the plain decoder, or the fast one of nmt/engine/)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,8 @@ from typing import Optional
 import torch
 from torch import nn
 
-from nmt.attention import GATHER_ABOVE, LuongAttention
-from nmt.config import ConfigError, ModelConfig, validate_model
 from nmt.decoder import Decoder, Source, State
 from nmt.encoder import Encoder, HostLens
-from nmt.ops import Ops, fast_ops
-from nmt.tied import TiedOutput
 
 
 class Seq2Seq(nn.Module):
@@ -27,16 +24,12 @@ class Seq2Seq(nn.Module):
         DistributedDataParallel, which moves every tensor)."""
         memory, final = self.encoder(src, host_lens)  # (batch, src_len, hidden)
         mask = torch.arange(src.size(1), device=src.device).unsqueeze(0) < src_lens.unsqueeze(1)
-        keys, ops = self.decoder.attention.keys(memory), self.decoder.ops
-        # used at every decoder step: marked for the ops (nmt/ops.py; fast ops sum their steps' gradients at once)
-        keys, memory = (ops.tap(memory),) * 2 if keys is memory else (ops.tap(keys), ops.tap(memory))
-        source = Source(memory, keys, mask, src_lens.float())
-        return source, self._bridge(final)
+        return self.decoder.source(memory, mask, src_lens.float()), self._bridge(final)
 
     def _bridge(self, final: State) -> State:
         """Encoder final states -> decoder initial states (layer by layer, or the top layer repeated);
         encoder and decoder share ``model.rnn_type``, so an LSTM's (h, c) pair maps to a pair."""
-        layers = self.decoder.rnn.num_layers
+        layers = len(self.decoder.rnn)
 
         def fit(s: torch.Tensor) -> torch.Tensor:  # (enc_layers, batch, hidden) -> (layers, batch, hidden)
             return (s if s.size(0) == layers else s[-1:].expand(layers, -1, -1)).contiguous()
@@ -61,27 +54,3 @@ class Seq2Seq(nn.Module):
         source, state = self.encode(src, src_lens, host_lens)
         _, weights, p = self.decoder(tgt_in, state, source, keep_attention=True)
         return weights, p
-
-
-def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, ops: Optional[Ops] = None,
-                gather_above: float = GATHER_ABOVE) -> Seq2Seq:
-    """Plain wiring from the config; parameters start uniform in ±init_range (the paper: 0.1). ``ops``: the
-    operations of the decoder's loop (nmt/ops.py), by default the fast ones; ``Ops()`` is plain autograd.
-    ``gather_above``: local modes gather the window beyond this many windows of source (0: always)."""
-    validate_model(cfg)
-    a, ops = cfg.attention, ops or fast_ops()
-    attention = LuongAttention(a.score, a.mode, cfg.hidden_size, a.window, a.heads, a.max_len, ops, gather_above)
-    encoder = Encoder(src_vocab, cfg.emb_size, cfg.hidden_size, cfg.encoder_layers, cfg.bidirectional, cfg.rnn_type, cfg.dropout)
-    decoder = Decoder(tgt_vocab, cfg.emb_size, cfg.hidden_size, cfg.decoder_layers, cfg.rnn_type, cfg.dropout,
-                      cfg.input_feeding, attention, ops)
-    if cfg.tie_embeddings != "none":  # W_s = E, the target embeddings (nmt/tied.py)
-        decoder.out = TiedOutput(decoder.embed, cfg.hidden_size)
-    if cfg.tie_embeddings == "all":  # one embedding matrix for both sides: one vocabulary
-        if src_vocab != tgt_vocab:
-            raise ConfigError(f"model.tie_embeddings=all needs one vocabulary (tokenizer.joint=true), not {src_vocab} "
-                              f"source and {tgt_vocab} target pieces")
-        encoder.embed = decoder.embed
-    model = Seq2Seq(encoder, decoder)
-    for p in model.parameters():
-        nn.init.uniform_(p, -cfg.init_range, cfg.init_range)
-    return model

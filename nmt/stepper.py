@@ -20,20 +20,18 @@ class Stepper:
 
     def __init__(self, models: Models, batch: Batch, bf16_output: bool = False):
         self.models = [models] if isinstance(models, Seq2Seq) else list(models)
+        self.bf16_output = bf16_output  # W_s in bf16, the rest as the caller runs it
         self.parts = []  # per model: [source, state, feed]
         for m in self.models:
             source, state = m.encode(batch.src, batch.src_lens, batch.host_lens)
             feed = source.memory.new_zeros(batch.size, 1, m.decoder.hidden)  # h̃_0
             self.parts.append([source, state, feed])
-        # once, not at every step; cached across batches in eval mode (bf16_output: W_s in bf16, the rest fp32)
-        self.weights = [m.decoder.search_weights(bf16_output) if not m.training else (m.decoder.step_weights(), None, None)
-                        for m in self.models]
 
     def advance(self, y: torch.Tensor, position: torch.Tensor) -> Optional[torch.Tensor]:
         """Every model one step on from tokens y (rows,): the attention weights (rows, src_len) (an ensemble's mean)."""
         weights = []
-        for m, part, w in zip(self.models, self.parts, self.weights):
-            part[2], part[1], a, _ = m.decoder.advance(y, part[2], part[1], part[0], position, w[0], w[1])
+        for m, part in zip(self.models, self.parts):
+            part[2], part[1], a, _ = m.decoder.advance(y, part[2], part[1], part[0], position)
             weights.append(a.squeeze(1) if a is not None else None)
         if len(weights) == 1 or weights[0] is None:
             return weights[0]
@@ -41,14 +39,18 @@ class Stepper:
 
     def log_probs(self, start: int, end: int) -> torch.Tensor:
         """(rows, vocab) log-probabilities of the next token for rows start:end of the step taken (an ensemble's mean)."""
-        logps = [m.decoder.log_probs(part[2][start:end], w[2]) for m, part, w in zip(self.models, self.parts, self.weights)]
+        logps = [m.decoder.log_probs(part[2][start:end], self.bf16_output) for m, part in zip(self.models, self.parts)]
         return logps[0] if len(logps) == 1 else torch.stack(logps).mean(0)
 
     def select(self, index: torch.Tensor, sentences: Optional[torch.Tensor] = None) -> None:
-        """Keep rows ``index`` of the decoder states and, if given, sentences ``sentences`` of the encoder outputs
-        (kept once per sentence: a beam's hypotheses share them, nmt/attention.py)."""
-        for part in self.parts:
-            if sentences is not None:
-                part[0] = part[0].select(sentences)
+        """Keep rows ``index`` of the decoder states and, if given, sentences ``sentences`` of the encoder outputs. A
+        decoder that ``shares_source`` (the fast engine) keeps them once per sentence, a beam's hypotheses together;
+        the plain one gets a source row per row."""
+        for m, part in zip(self.models, self.parts):
+            if m.decoder.shares_source:
+                if sentences is not None:
+                    part[0] = part[0].select(sentences)
+            else:
+                part[0] = part[0].select(index)
             part[1] = select_state(part[1], index)
             part[2] = part[2].index_select(0, index)

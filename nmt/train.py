@@ -26,12 +26,11 @@ from torch.utils.tensorboard.summary import hparams
 from nmt import __version__, checkpoint, distributed, init_from, precision, sampling
 from nmt.batching import Batch, Epoch, Pairs, epoch_batches, train_batches
 from nmt.budget import Budget, StopSignal, fmt_time
+from nmt.build import build_model
 from nmt.config import ConfigError, register, to_dict, validate
 from nmt.data.prepare import Prepared, prepare
 from nmt.data.text import DataError
 from nmt.device import available_cores, cpu_trains_bf16_rnns, peak_memory_mb, set_threads
-from nmt.model import build_model
-from nmt.ops import fast_ops
 from nmt.optim import Schedule, build_optimizer
 from nmt.run_folder import adopt_best, flatten, merge_resumed_config, restore, resume_state, write_run_files
 from nmt.tokenizer import Tokenizer
@@ -142,17 +141,12 @@ def build_updater(cfg: DictConfig, prepared: Prepared, epoch0: Epoch, resumed: O
                   per_update: int, device: torch.device, run_dir: Path) -> Updater:
     """Model, optimizer, schedule, loss scaler and counters (from ``resumed`` if given); precision auto: timed on ``epoch0``."""
     tr, tok = cfg.trainer, prepared.tokenizer
-    compile_step = bool(tr.compile)  # null is off: nmt/compiled_step.py says why
-    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, fast_ops(compile_step)).to(device)
+    compile_step = bool(tr.compile)  # null is off: nmt/engine/compiled.py says why
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tr.engine, compile_step).to(device)
     if resumed is not None and tr.precision == "auto":  # a resumed run keeps the precision it measured
         tr.precision = resumed["config"]["trainer"]["precision"]
     timing = epoch0[:8] if tr.precision == "auto" else []
     tr.precision = distributed.from_rank0(precision.choose(tr, model, device, timing))  # resolved once, for all ranks
-    m = cfg.model
-    if device.type == "cuda" and m.decoder_layers > 1 and m.dropout and (m.rnn_type != "lstm" or not m.input_feeding):
-        log.warning("model: a %s decoder%s of %d layers runs cuDNN's dropout between its layers, whose state no "
-                    "checkpoint holds: a resumed run draws other masks there (docs/resume.md)", m.rnn_type.upper(),
-                    "" if m.input_feeding else " without input feeding", m.decoder_layers)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %s parameters | attention %s/%s", f"{n_params:,}", cfg.model.attention.score, cfg.model.attention.mode)
     opt = build_optimizer(tr, model.parameters())

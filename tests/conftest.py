@@ -160,18 +160,18 @@ def hsk_tokenizer(hsk_cfg, hsk_corpus):
 @pytest.fixture(scope="session")
 def make_model():
     """``make_model(**overrides)``: a seeded tiny Seq2Seq in eval mode (no dropout)."""
+    from nmt.build import build_model
     from nmt.config import ModelConfig
-    from nmt.model import build_model
 
-    def make(src_vocab: int = 23, tgt_vocab: int = 19, seed: int = 0, train: bool = False, ops=None,
-             gather_above: float = 20.0, **kw):
+    def make(src_vocab: int = 23, tgt_vocab: int = 19, seed: int = 0, train: bool = False, engine: str = "fast",
+             gather_above: float = 20.0, compile_step: bool = False, **kw):
         attention = {k: kw.pop(k) for k in ("score", "mode", "window", "heads") if k in kw}
         base = dict(emb_size=16, hidden_size=16, encoder_layers=1, decoder_layers=1, dropout=0.0)
         cfg = OmegaConf.structured(ModelConfig(**{**base, **kw}))
         for k, v in attention.items():
             cfg.attention[k] = v
         torch.manual_seed(seed)
-        model = build_model(cfg, src_vocab, tgt_vocab, ops, gather_above)  # ops: nmt/ops.py (default: the fast ones)
+        model = build_model(cfg, src_vocab, tgt_vocab, engine, compile_step, gather_above)  # nmt/build.py
         return model.train(train)
 
     return make

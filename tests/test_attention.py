@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from nmt.attention import LuongAttention
-from nmt.ops import Ops
-from nmt.source_grad import DeferredOps
+from nmt.engine.attention import FastAttention
+from nmt.engine.deferred import tap
 
 SCORES, MODES = ("dot", "general", "concat"), ("global", "local_m", "local_p")
 B, S, T, H, D = 3, 7, 9, 8, 2
@@ -148,18 +148,21 @@ def test_unknown_score_or_mode():
     *((s, m, 1, 20.0) for s, m in itertools.product(SCORES, MODES)), ("location", "local_p", 1, 20.0),
     ("scaled_dot", "local_m", 1, 20.0), ("dot", "local_p", 2, 20.0), ("general", "local_m", 1, 0.0)])
 def test_hypotheses_share_their_sentences_source(score, mode, heads, gather_above):
-    """A query of k rows per sentence (a beam's hypotheses, sentence by sentence) against the source kept once per
-    sentence gives what it gives against the source repeated k times, row for row: weights, context and p_t, at one
-    step (the search's) and over T steps, through the whole source or the gathered window (gather_above 0)."""
+    """The fast engine's attention, given a query of k rows per sentence (a beam's hypotheses, sentence by sentence)
+    against the source kept once per sentence, gives what the paper's gives against the source repeated k times, row
+    for row: weights, context and p_t, at one step (the search's) and over T steps, through the whole source or the
+    gathered window (gather_above 0)."""
     torch.manual_seed(3)
-    att = LuongAttention(score, mode, H, window=D, heads=heads, max_len=S, gather_above=gather_above)
+    att = FastAttention(score, mode, H, window=D, heads=heads, max_len=S, gather_above=gather_above)
+    plain = LuongAttention(score, mode, H, window=D, heads=heads, max_len=S, gather_above=gather_above)
+    plain.load_state_dict(att.state_dict())
     _, mem, mask, lens, pos = inputs()
     k = 4
     for steps in (1, 3):
         query = torch.randn(B * k, steps, H)
         rep = torch.arange(B).repeat_interleave(k)  # (B·k,) each row's sentence
         shared = attend(att, query, mem, mask, lens, pos[2 : 2 + steps])
-        repeated = attend(att, query, mem[rep], mask[rep], lens[rep], pos[2 : 2 + steps])
+        repeated = attend(plain, query, mem[rep], mask[rep], lens[rep], pos[2 : 2 + steps])
         for a, b in zip(shared, repeated):
             if b is None:
                 assert a is None
@@ -181,13 +184,13 @@ def test_gathering_the_window_equals_masking_the_source(score, mode):
     results = []
     for gather_above, tapped in ((math.inf, False), (0.0, False), (0.0, True)):
         torch.manual_seed(8)
-        att = LuongAttention(score, mode, H, window=D2, ops=DeferredOps() if tapped else Ops(), gather_above=gather_above)
+        att = (FastAttention if tapped else LuongAttention)(score, mode, H, window=D2, gather_above=gather_above)
         memory = (torch.randn(Bq, Sq, H) * mask.unsqueeze(-1)).requires_grad_(True)
         query = torch.randn(Bq, Tq, H, requires_grad=True)
         pos = torch.arange(Tq, dtype=torch.float) * 5  # local_m: centres spread over the sentence
         keys, values = att.keys(memory), memory
         if tapped:
-            keys, values = (att.ops.tap(values),) * 2 if keys is memory else (att.ops.tap(keys), att.ops.tap(values))
+            keys, values = (tap(values),) * 2 if keys is memory else (tap(keys), tap(values))
         steps = [att(query[:, t : t + 1], keys, values, mask, lens.float(), pos[t : t + 1]) for t in range(Tq)]
         context, w, p = (torch.cat(x, 1) for x in zip(*steps))
         (context * torch.linspace(-1, 1, H)).sum().backward()
@@ -233,8 +236,8 @@ def test_deferred_source_gradients_equal_autograd(make_model, random_sources, sc
     """Summing the steps' gradients for keys and memory once per batch (``tap``) gives the loss and
     parameter gradients of plain autograd, for every score and mode, with padding."""
     models = []
-    for ops in (Ops(), DeferredOps()):
-        models.append(make_model(score=score, mode=mode, window=2, seed=6, train=False, ops=ops))
+    for engine in ("plain", "fast"):
+        models.append(make_model(score=score, mode=mode, window=2, seed=6, train=False, engine=engine))
     assert_same_loss_and_gradients(models, random_sources(4, 2, 9, 23, seed=3), random_sources(4, 1, 7, 19, seed=4))
 
 
@@ -242,8 +245,8 @@ def test_deferred_step_weight_gradients_equal_autograd(make_model, random_source
     """A two-layer input-feeding decoder's step weights (layer 0 over [h̃; h], layer 1 with its bias), tapped,
     get the loss and gradients of plain autograd."""
     models = []
-    for ops in (Ops(), DeferredOps()):
-        models.append(make_model(decoder_layers=2, encoder_layers=2, seed=7, train=False, ops=ops))
+    for engine in ("plain", "fast"):
+        models.append(make_model(decoder_layers=2, encoder_layers=2, seed=7, train=False, engine=engine))
     assert_same_loss_and_gradients(models, random_sources(4, 2, 9, 23, seed=3), random_sources(4, 1, 7, 19, seed=4))
 
 
@@ -257,8 +260,8 @@ def test_deferred_gradients_under_bf16_autocast_are_within_bf16_rounding(make_mo
 
     batch = make_batch(random_sources(4, 2, 9, 23, seed=3), random_sources(4, 1, 7, 19, seed=4), range(4))
     grads = []
-    for ops, precision in ((Ops(), "fp32"), (DeferredOps(), "bf16")):
-        model = make_model(decoder_layers=2, encoder_layers=2, seed=7, train=False, ops=ops)
+    for engine, precision in (("plain", "fp32"), ("fast", "bf16")):
+        model = make_model(decoder_layers=2, encoder_layers=2, seed=7, train=False, engine=engine)
         with autocast(torch.device("cpu"), precision):
             batch_loss(model, batch).backward()
         grads.append({name: p.grad for name, p in model.named_parameters()})

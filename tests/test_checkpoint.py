@@ -12,7 +12,7 @@ import nmt.checkpoint as ckpt_mod
 from nmt.batching import make_batch
 from nmt.checkpoint import CheckpointError, load, load_model, resolve, save
 from nmt.config import to_dict
-from nmt.model import build_model
+from nmt.build import build_model
 
 
 class NotATensor:

@@ -20,7 +20,6 @@ from test_train import digits_cfg, digits_dir  # noqa: F401  (digits_dir: a fixt
 
 from nmt import checkpoint
 from nmt.batching import make_batch
-from nmt.ops import fast_ops
 from nmt.search import beam_search
 from nmt.train import train
 
@@ -68,14 +67,17 @@ def test_the_compiled_step_on_the_gpu_trains_like_eager(digits_dir, tmp_path, ca
     assert loss[True] == pytest.approx(loss[False], rel=1e-2)
 
 
-def test_resume_on_the_gpu_matches_an_uninterrupted_run(digits_dir, tmp_path, ieee_fp32):  # noqa: F811
-    """20 steps in one go against 10 + resume to 20, with the recipes' shape: 2-layer encoder and decoder with
-    dropout between the layers (every mask from torch's CUDA RNG, which the checkpoint restores; cuDNN's own
-    inter-layer dropout state would not be). The bound is far below what other masks give (about 1e-2)."""
+@pytest.mark.parametrize("input_feeding", [False, True])
+def test_resume_on_the_gpu_matches_an_uninterrupted_run(digits_dir, tmp_path, ieee_fp32, input_feeding):
+    """20 steps in one go against 10 + resume to 20, with the zh_en recipes' shape (2-layer decoder without input
+    feeding, dropout 0.3) and the paper's (input feeding): 2-layer encoder and decoder with dropout between the layers
+    (every mask from torch's CUDA RNG, which the checkpoint restores; cuDNN's own inter-layer dropout state would not
+    be). The bound is far below what other masks give (about 1e-2)."""
 
     def cfg(**kw):
         c = gpu_cfg(digits_dir, valid_every=10, **kw)
         c.model.dropout, c.model.encoder_layers, c.model.decoder_layers = 0.3, 2, 2
+        c.model.input_feeding = input_feeding
         return c
 
     full = train(cfg(max_steps=20), tmp_path / "full")
@@ -94,7 +96,7 @@ def test_search_on_the_gpu_agrees_with_the_cpu(make_model, random_sources, ieee_
     same weights, with the eager and the compiled step; the GPU syncs every 8 steps."""
     cpu = make_model(30, 25, mode="local_p", window=2, seed=3, decoder_layers=2, init_range=0.5)
     gpu = make_model(30, 25, mode="local_p", window=2, seed=3, decoder_layers=2, init_range=0.5,
-                     ops=fast_ops(compile_step=compiled)).to(CUDA)
+                     compile_step=compiled).to(CUDA)
     gpu.load_state_dict(cpu.state_dict())
     batch = make_batch(random_sources(16, 1, 14, 30, seed=8), None, range(16))
     for kw in ({"beam": 1}, {"beam": 5}, {"beam": 4, "stop": "exact", "beta": 0.2, "n_best": 2}):

@@ -18,7 +18,7 @@ import nmt.device
 from nmt.checkpoint import save
 from nmt.config import MODES, SCORES, to_dict
 from nmt.decode import translate_nbest
-from nmt.model import build_model
+from nmt.build import build_model
 
 SENTENCES = ["老师，您好！", "图书馆在学校里边。", "", "我今天很忙，明天再说吧。"]
 
@@ -88,7 +88,7 @@ def test_bf16_output_decoding_projects_the_vocabulary_in_bf16_alone(hsk_cfg, hsk
         out = translate_nbest(model, hsk_tokenizer, str, SENTENCES, beam=beam, n_best=n_best, precision="bf16_output")
         assert_valid(out, n_best)
     assert set(dtypes) == {torch.float32}
-    out = model.decoder.search_weights(bf16_output=True)[2]  # what the bf16_output search steps read
+    out = model.decoder.search_cache.get(model.decoder, True)[2]  # what the bf16_output search steps read
     assert out.weight.dtype == out.bias.dtype == torch.bfloat16 and torch.equal(out.weight, model.decoder.out.weight.bfloat16())
     assert not model.training
     again = translate_nbest(model, hsk_tokenizer, str, SENTENCES, beam=3, precision="bf16_output")

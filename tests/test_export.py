@@ -8,28 +8,21 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+from helpers import export_cfg
 
 from nmt.batching import make_batch
 from nmt.export_onnx import export_onnx
 from nmt.onnx_runtime import STOPS as RUNTIME_STOPS
 from nmt.onnx_runtime import OnnxTranslator
-from nmt.ops import Ops
 from nmt.search import STOPS, beam_search, greedy
 from nmt.translator import SearchSettings
 from nmt.vocab import EOS
 
 NO_TORCH = "import sys; sys.modules['torch'] = None\n"  # any 'import torch' now raises ImportError
-
-
-def _cfg(mode: str, window: int) -> SimpleNamespace:
-    attention = SimpleNamespace(score="general", mode=mode, window=window)
-    return SimpleNamespace(model=SimpleNamespace(attention=attention),
-                           data=SimpleNamespace(src_lang="zh", tgt_lang="en", opencc=None))
 
 
 @pytest.mark.parametrize("rnn_type,mode,input_feeding,layers,bidirectional", [
@@ -42,7 +35,7 @@ def test_onnx_matches_eager(make_model, random_sources, hsk_tokenizer, tmp_path,
     with torch.no_grad():  # peaked output distributions: an untrained model's near-ties would make the order arbitrary
         model.decoder.out.weight.mul_(30)
         model.decoder.out.bias.mul_(30)
-    export_onnx(model, hsk_tokenizer, _cfg(mode, 3), tmp_path)
+    export_onnx(model, hsk_tokenizer, export_cfg(mode, 3), tmp_path)
     onnx = OnnxTranslator(tmp_path)
     sources = random_sources(9, 1, 15, 40, seed=3)
     batch = make_batch(sources, None, range(len(sources)))
@@ -61,7 +54,7 @@ def test_the_step_takes_each_sentences_source_once_and_older_exports_still_decod
     with torch.no_grad():
         model.decoder.out.weight.mul_(30)
         model.decoder.out.bias.mul_(30)
-    export_onnx(model, hsk_tokenizer, _cfg("local_p", 3), tmp_path)
+    export_onnx(model, hsk_tokenizer, export_cfg("local_p", 3), tmp_path)
     sources = random_sources(7, 1, 15, 40, seed=5)
     onnx = OnnxTranslator(tmp_path)
     st = onnx.select(onnx.encode(sources), np.repeat(np.arange(7), 3))
@@ -79,19 +72,25 @@ def test_the_step_takes_each_sentences_source_once_and_older_exports_still_decod
     assert [nb[0][0] for nb in onnx.beam(sources, 3)] == beam_search(model, batch, beam=3).tokens
 
 
+@pytest.fixture
+def torch_tanh(monkeypatch):
+    """The fast engine's eager maths with torch's tanh, as the exported graphs compute it (nmt/engine/pointwise.py)."""
+    monkeypatch.setattr("nmt.engine.pointwise.fast", lambda x: False)
+
+
 @pytest.mark.parametrize("stop", STOPS)
-def test_onnx_follows_every_stop_rule(make_model, random_sources, hsk_tokenizer, tmp_path, stop):
+def test_onnx_follows_every_stop_rule(make_model, random_sources, hsk_tokenizer, tmp_path, stop, torch_tanh):
     """Each stop rule of the eager search (nmt.search.STOPS), n-best included, in the runtime; its STOPS and default
     are the eager side's."""
     assert RUNTIME_STOPS == STOPS
     assert inspect.signature(OnnxTranslator.beam).parameters["stop"].default == SearchSettings().stop
-    model = make_model(40, 30, mode="local_p", window=3, ops=Ops())  # the graph's tanh is torch's (nmt/ops.py: _fast)
+    model = make_model(40, 30, mode="local_p", window=3)
     with torch.no_grad():  # peaked outputs, and an EOS that leads in some states: the three rules part ways
         model.decoder.out.weight.mul_(10)
         model.decoder.out.bias.mul_(10)
         model.decoder.out.weight[EOS] *= 100
         model.decoder.out.bias[EOS] = 1.5
-    export_onnx(model, hsk_tokenizer, _cfg("local_p", 3), tmp_path)
+    export_onnx(model, hsk_tokenizer, export_cfg("local_p", 3), tmp_path)
     onnx = OnnxTranslator(tmp_path)
     sources = random_sources(12, 1, 15, 40, seed=5)
     batch = make_batch(sources, None, range(len(sources)))
@@ -102,6 +101,27 @@ def test_onnx_follows_every_stop_rule(make_model, random_sources, hsk_tokenizer,
     np.testing.assert_allclose([s for nb in ours for _, s in nb], [s for nb in eager for _, s in nb], atol=1e-4)
     with pytest.raises(ValueError, match="'last'"):
         onnx.beam(sources, 4, stop="last")
+
+
+def test_onnx_follows_the_coverage_penalty(make_model, random_sources, hsk_tokenizer, tmp_path, torch_tanh):
+    """``beta`` (the GNMT coverage penalty) in the runtime gives the eager search's n-best lists and scores, on a
+    model where it changes them, at beam 1 too (a beam search there, not greedy, as eager)."""
+    model = make_model(40, 30, mode="global")
+    with torch.no_grad():  # peaked outputs: no near-ties for float rounding to flip
+        model.decoder.out.weight.mul_(30)
+        model.decoder.out.bias.mul_(30)
+    export_onnx(model, hsk_tokenizer, export_cfg("global", 3), tmp_path)
+    onnx = OnnxTranslator(tmp_path)
+    sources = random_sources(12, 1, 15, 40, seed=5)
+    batch = make_batch(sources, None, range(len(sources)))
+    plain = beam_search(model, batch, beam=4, n_best=3, alpha=0.6).nbest
+    for beam, n_best in ((4, 3), (1, 1)):
+        eager = beam_search(model, batch, beam=beam, n_best=n_best, alpha=0.6, beta=0.5).nbest
+        ours = onnx.beam(sources, beam, 0.6, n_best, "full", beta=0.5)
+        assert [[toks for toks, _ in nb] for nb in ours] == [[toks for toks, _ in nb] for nb in eager]
+        np.testing.assert_allclose([s for nb in ours for _, s in nb], [s for nb in eager for _, s in nb], atol=1e-4)
+        if beam == 4:  # beta changes what the search returns here, or the comparison would show nothing
+            assert sum(a != b for a, b in zip(plain, eager)) >= 3
 
 
 @pytest.fixture(scope="module")
@@ -121,14 +141,10 @@ def test_export_cli_writes_a_complete_folder(exported, run_cli, tmp_path):
     assert bad.returncode == 1 and "nmt.export: error:" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_runtime_without_torch_matches_eager(exported, trained_run, hsk_corpus, cli_env, monkeypatch):
-    """Greedy and beam 5 on the dev split, decoded in a process that cannot import torch, as the eager model on plain
-    ``Ops`` decodes it: the graph computes torch's tanh, and ``FastOps``' (within 2.4e-7) flips near-ties of this
-    30-step model on some CPUs (1 of 100 at beam 5 on an AVX2 EPYC)."""
-    import nmt.model
-    from nmt.ops import Ops
-
-    monkeypatch.setattr(nmt.model, "fast_ops", lambda compile_step=False: Ops())
+def test_runtime_without_torch_matches_eager(exported, trained_run, hsk_corpus, cli_env, torch_tanh):
+    """Greedy and beam 5 on the dev split, decoded in a process that cannot import torch, as the eager model decodes
+    it with torch's tanh: the graph computes torch's, and the fast engine's 2σ(2x) − 1 (within 2.4e-7) flips near-ties
+    of this 30-step model on some CPUs (1 of 100 at beam 5 on an AVX2 EPYC)."""
     from nmt.data.normalize import src_normalizer
     from nmt.decode import load_models, translate_nbest
 
@@ -169,7 +185,7 @@ def test_serve_onnx_without_torch(exported, cli_env, free_port, http, start_serv
 
 def test_compare_script(exported, trained_run, hsk_corpus, tmp_path, cli_env, explain):
     """scripts/checks/compare_onnx.py on 20 dev sentences: all identical at beam 1 and 3 but ties (the eager side runs
-    ``FastOps``, whose tanh may flip a near-tie), speeds reported."""
+    the fast engine, whose tanh may flip a near-tie), speeds reported."""
     src = tmp_path / "dev.zh"
     src.write_text("\n".join(list(hsk_corpus["dev"]["src"])[:20]) + "\n", encoding="utf-8")
     script = Path(__file__).resolve().parents[1] / "scripts" / "checks" / "compare_onnx.py"
@@ -189,8 +205,8 @@ def test_int8_export_translates_close_to_the_fp32_export(make_model, random_sour
     with torch.no_grad():
         model.decoder.out.weight.mul_(30)
         model.decoder.out.bias.mul_(30)
-    export_onnx(model, hsk_tokenizer, _cfg("local_p", 3), tmp_path / "fp32")
-    export_onnx(model, hsk_tokenizer, _cfg("local_p", 3), tmp_path / "int8", int8=True)
+    export_onnx(model, hsk_tokenizer, export_cfg("local_p", 3), tmp_path / "fp32")
+    export_onnx(model, hsk_tokenizer, export_cfg("local_p", 3), tmp_path / "int8", int8=True)
     assert json.loads((tmp_path / "int8" / "meta.json").read_text())["int8"] is True
     size = {k: (tmp_path / k / "decoder_step.onnx").stat().st_size for k in ("fp32", "int8")}
     assert size["int8"] < 0.6 * size["fp32"]  # the encoder stays fp32, as in nmt/int8.py
@@ -222,7 +238,7 @@ def test_onnx_matches_eager_for_every_score_and_mode(make_model, random_sources,
     with torch.no_grad():
         model.decoder.out.weight.mul_(30)
         model.decoder.out.bias.mul_(30)
-    cfg = _cfg(mode, 3)
+    cfg = export_cfg(mode, 3)
     cfg.model.attention.score = score
     export_onnx(model, hsk_tokenizer, cfg, tmp_path)
     onnx = OnnxTranslator(tmp_path)

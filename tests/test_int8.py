@@ -11,10 +11,11 @@ import torch
 from omegaconf import OmegaConf
 
 from nmt.batching import make_batch
+from nmt.build import build_model
 from nmt.checkpoint import save
 from nmt.config import to_dict
-from nmt.int8 import Int8Linear, Int8Ops, full_range, int8_linear, quantize
-from nmt.model import build_model
+from nmt.engine.int8 import Int8Linear, full_range, int8_linear
+from nmt.int8 import quantize
 
 SENTENCES = ["老师，您好！", "图书馆在学校里边。", "", "我今天很忙，明天再说吧。"]
 
@@ -24,15 +25,16 @@ def close(got: torch.Tensor, ref: torch.Tensor, share: float = 0.05) -> bool:
     return float((got - ref).abs().max()) <= share * float(ref.abs().max()) + 1e-4
 
 
-def test_int8_ops_multiply_by_a_weight_packed_once_and_dropped_with_it():
+def test_the_int8_step_multiplies_by_a_weight_packed_once_and_dropped_with_it(make_model):
+    decoder = quantize(make_model()).decoder  # the fast engine's written-out step, quantized
     torch.manual_seed(0)
-    ops, w, b, x = Int8Ops(), torch.randn(64, 32), torch.randn(64), torch.randn(8, 32)
+    w, b, x = torch.randn(64, 32), torch.randn(64), torch.randn(8, 32)
     ref = torch.addmm(b, x, w.t())
-    assert close(ops.addmm(b, x, w), ref) and not torch.equal(ops.addmm(b, x, w), ref)  # int8, not fp32 again
-    assert len(ops.packed) == 1  # the second call reused the packed weight
+    assert close(decoder.matmul(b, x, w), ref) and not torch.equal(decoder.matmul(b, x, w), ref)  # int8, not fp32
+    assert len(decoder.int8) == 1  # the second call reused the packed weight
     del w
     gc.collect()
-    assert ops.packed == {}
+    assert decoder.int8 == {}
     assert close(int8_linear(torch.eye(4) * 3, torch.ones(4))(torch.ones(2, 4)), torch.full((2, 4), 4.0))
 
 
@@ -76,7 +78,7 @@ def test_all_8_bits_halve_the_activations_rounding_on_a_vnni_cpu():
 ])
 def test_int8_logits_stay_within_int8_rounding_of_fp32(make_model, random_sources, kw):
     fp32 = make_model(30, 25, seed=3, init_range=0.5, window=2, **kw)
-    int8 = quantize(make_model(30, 25, seed=3, init_range=0.5, window=2, ops=Int8Ops(), **kw))
+    int8 = quantize(make_model(30, 25, seed=3, init_range=0.5, window=2, **kw))
     assert isinstance(int8.decoder.out, Int8Linear)
     src = random_sources(6, 2, 12, 30, seed=4)
     batch = make_batch(src, [[t % 24 + 1 for t in s] for s in src], range(6))
@@ -89,8 +91,8 @@ def test_int8_logits_stay_within_int8_rounding_of_fp32(make_model, random_source
 def test_int8_needs_a_model_built_for_it(make_model, hsk_cfg, hsk_tokenizer):
     from nmt.translator import Translator
 
-    with pytest.raises(ValueError, match="ops=Int8Ops"):
-        quantize(make_model())
+    with pytest.raises(ValueError, match="fast engine"):
+        quantize(make_model(engine="plain"))
     with pytest.raises(ValueError, match="needs quantized models"):
         Translator(make_model(), hsk_tokenizer, hsk_cfg, precision="int8")
 

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from nmt.batching import make_batch
 from nmt.config import ConfigError, ModelConfig
-from nmt.model import build_model
+from nmt.build import build_model
 from nmt.tokenizer import BOS
 
 SRC_V, TGT_V = 23, 19

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nmt.batching import make_batch
-from nmt.lstm_step import project_inputs
+from nmt.engine.cell import project_inputs
 from nmt.search import STOPS, _force_eos, beam_search, greedy, length_penalty, topk_rows
 from nmt.tokenizer import BOS, EOS, PAD, UNK
 
@@ -408,7 +408,7 @@ def test_the_search_cache_follows_the_weights(make_model, sources):
 
     first = beam_search(model, batch, beam=3)
     assert first == fresh()
-    w, table, out = model.decoder.search_weights()
+    w, table, out = model.decoder.search_cache.get(model.decoder)
     row = project_inputs(model.decoder.rnn, model.decoder.embed.weight[5], w)
     assert out is None and torch.allclose(table[5], row, atol=1e-6)
     model.train()

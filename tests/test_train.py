@@ -17,7 +17,7 @@ from nmt import checkpoint
 from nmt.batching import make_batch, train_batches
 from nmt.config import ConfigError, ModelConfig, TrainConfig
 from nmt.data.text import DataError
-from nmt.model import build_model
+from nmt.build import build_model
 from nmt.search import greedy
 from nmt.train import train
 from nmt.update import batch_loss

@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 
 from nmt import precision
 from nmt.batching import Batch, epoch_batches
+from nmt.build import build_model
 from nmt.checkpoint import load_model
 from nmt.config import register, validate
 from nmt.data.normalize import src_normalizer
@@ -36,8 +37,7 @@ from nmt.decode import translate_texts
 from nmt.device import PRECISIONS, autocast, pick_device, set_threads, warn_slow_bf16
 from nmt.int8 import int8_model
 from nmt.metrics import score
-from nmt.model import Seq2Seq, build_model
-from nmt.ops import fast_ops
+from nmt.model import Seq2Seq
 from nmt.optim import build_optimizer
 from nmt.tokenizer import PAD
 from nmt.update import batch_loss
@@ -212,8 +212,8 @@ def main() -> int:
     torch.manual_seed(tr.seed)
     corpus = prepare_corpus(cfg)
     tok = corpus.tokenizer
-    ops = fast_ops(bool(tr.compile))  # as training builds it
-    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, ops).to(device).train()
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tr.engine, bool(tr.compile))  # as training
+    model = model.to(device).train()
     rng = random.Random(tr.seed)
     batches: list = []
     t0 = time.perf_counter()  # batch building, timed apart: the peers' harness times theirs inside its steps

@@ -22,9 +22,9 @@ import torch
 from omegaconf import OmegaConf
 
 from nmt.batching import make_batch
+from nmt.build import build_model
 from nmt.config import ModelConfig
 from nmt.device import set_threads
-from nmt.model import build_model
 from nmt.update import batch_loss
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*

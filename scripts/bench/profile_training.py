@@ -24,9 +24,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from nmt.batching import epoch_batches
+from nmt.build import build_model
 from nmt.device import set_threads
-from nmt.model import build_model
-from nmt.ops import fast_ops
 from nmt.optim import build_optimizer
 from nmt.tokenizer import PAD
 
@@ -54,7 +53,7 @@ def main() -> int:
     torch.manual_seed(tr.seed)
     corpus = prepare_corpus(cfg)
     tok = corpus.tokenizer
-    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, fast_ops(False)).train()
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).train()
     step = update_step(model, build_optimizer(tr, model.parameters()), tr, device)
     rng, batches = random.Random(tr.seed), []
     while len(batches) < args.warmup + 2 * args.steps:

@@ -32,14 +32,12 @@ from pathlib import Path
 from typing import Optional
 
 import torch
-
 from torch.profiler import ProfilerActivity, profile
 
 from nmt.batching import epoch_batches, make_batch
+from nmt.build import build_model
 from nmt.checkpoint import load_model
 from nmt.device import pick_device
-from nmt.model import build_model
-from nmt.ops import fast_ops
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: scripts.*
 from scripts.bench.benchmark import (  # noqa: E402
@@ -122,7 +120,7 @@ def as_training_builds(cfg, src_vocab: int, tgt_vocab: int, device: torch.device
     """The model as nmt.train builds it: the training path's ops, the loop step compiled where trainer.compile
     (auto: on CUDA) says so."""
     compile_step = bool(cfg.trainer.compile)
-    return build_model(cfg.model, src_vocab, tgt_vocab, fast_ops(compile_step)).to(device).train(), compile_step
+    return build_model(cfg.model, src_vocab, tgt_vocab, "fast", compile_step).to(device).train(), compile_step
 
 
 def bench_small(precision: str, size: dict, device: torch.device, smoke: bool, checkpoint: str = "",

@@ -1,7 +1,7 @@
-"""Ops whose gradients for tensors used at every decoder step (the batch's keys and memory, the step's
-weight matrices) are summed once per batch, not once per step: ``bmm``, ``gather`` and ``addmm`` on a
-``tap``-ped tensor leave their gradient to the tap, which adds every step's share in one matmul.
-Otherwise they are ``torch.bmm``, ``gather`` and ``torch.addmm``.
+"""Deferred gradients: tensors used at every decoder step (the batch's keys and memory, the step's weight matrices)
+get their gradient summed once per batch, not once per step. ``bmm`` and ``addmm`` on a ``tap``-ped tensor leave
+their gradient to the tap, which adds every step's share in one matmul; otherwise they are ``torch.bmm`` and
+``torch.addmm``. ``tests/test_engine.py`` checks the gradients equal autograd's.
 """
 
 from __future__ import annotations
@@ -11,14 +11,11 @@ from typing import Optional
 
 import torch
 
-from nmt.ops import FastOps
-
 
 class _SourceGrad:
     """The gradient of one tapped tensor, gathered from every step's backward for ``_Tap`` to hand on."""
 
     def __init__(self) -> None:
-        self.grad: Optional[torch.Tensor] = None  # what window gathers added in place
         self.pairs: list[tuple[torch.Tensor, torch.Tensor]] = []  # (L, R): the gradient is Σ Lᵀ R
 
 
@@ -36,9 +33,7 @@ class _Tap(torch.autograd.Function):
         if acc.pairs:  # one (B, S, T) × (B, T, H) matmul for all T steps' outer products (a weight: (O, T·B) × (T·B, I))
             L, R = (torch.cat(side, -2).to(grad.dtype) for side in zip(*acc.pairs))  # (B, T, S), (B, T, H) or (T·B, ·)
             grad = (torch.addmm if grad.dim() == 2 else torch.baddbmm)(grad, L.mT, R)
-        if acc.grad is not None:
-            grad = grad + acc.grad
-        acc.grad, acc.pairs = None, []
+        acc.pairs = []
         return grad, None
 
 
@@ -79,27 +74,9 @@ class _DeferredAddmm(torch.autograd.Function):
         return g if ctx.rows else g.sum(0), grad_x, None, None
 
 
-class _WindowGather(torch.autograd.Function):
-    """``x.gather(1, index)`` whose backward is O(window): autograd's writes a full (batch, src_len, hidden)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, index: torch.Tensor, acc: _SourceGrad) -> torch.Tensor:
-        ctx.save_for_backward(index)
-        ctx.acc, ctx.shape = acc, x.shape
-        return x.gather(1, index)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        (index,) = ctx.saved_tensors
-        if ctx.acc.grad is None:
-            ctx.acc.grad = grad.new_zeros(ctx.shape)
-        ctx.acc.grad.scatter_add_(1, index, grad)
-        return None, None, None
-
-
 def tap(x: torch.Tensor) -> torch.Tensor:
-    """``x`` (keys or memory of a batch, a step's weight), its gradients from ``bmm``, ``gather`` and ``addmm``
-    summed once per batch."""
+    """``x`` (keys or memory of a batch, a step's weight), its gradients from ``bmm`` and ``addmm`` summed once per
+    batch (other uses of ``x``, such as a gathered window, keep autograd's)."""
     out = _Tap.apply(x, acc := _SourceGrad())
     _TAPPED[id(out)] = acc  # read by gather, bmm and addmm
     weakref.finalize(out, _TAPPED.pop, id(out), None)
@@ -113,14 +90,6 @@ _TAPPED: dict[int, _SourceGrad] = {}
 def _accumulator(x: torch.Tensor) -> Optional[_SourceGrad]:
     """The accumulator of a tensor ``tap`` returned (None for any other tensor, e.g. a selection of one)."""
     return _TAPPED.get(id(x))
-
-
-def gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """``x.gather(1, index)``, its gradient for a tapped ``x`` left to the tap."""
-    acc = _accumulator(x)
-    if acc is None or not torch.is_grad_enabled():
-        return x.gather(1, index)
-    return _WindowGather.apply(x, index, acc)
 
 
 def bmm(a: torch.Tensor, x: torch.Tensor, transpose: bool = False) -> torch.Tensor:
@@ -144,22 +113,3 @@ def addmm(bias: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         dtype = torch.get_autocast_dtype(x.device.type)
         bias, x, w = bias.to(dtype), x.to(dtype), w.to(dtype)
     return _DeferredAddmm.apply(bias, x, w, acc)
-
-
-class DeferredOps(FastOps):
-    """``nmt.ops.FastOps`` with each tapped tensor's per-step gradients summed once per batch (in training; with
-    gradients off its addmm, bmm and gather are plain torch)."""
-
-    defers = True
-
-    def tap(self, x: torch.Tensor) -> torch.Tensor:
-        return tap(x) if torch.is_grad_enabled() else x
-
-    def bmm(self, a: torch.Tensor, x: torch.Tensor, transpose: bool = False) -> torch.Tensor:
-        return bmm(a, x, transpose)
-
-    def gather(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        return gather(x, index)
-
-    def addmm(self, bias: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return addmm(bias, x, w)

@@ -1,6 +1,6 @@
-"""The input-feeding decoder step through ``torch.compile``, with an eager fallback (``trainer.compile=true``).
+"""The fast engine's decoder step through ``torch.compile``, with an eager fallback (``trainer.compile=true``).
 
-Plugged in at construction: ``build_model(..., ops=fast_ops(compile_step=True))`` (nmt/ops.py: ``Ops.loop``).
+Plugged in at construction: ``build_model(..., compile_step=True)`` (nmt/build.py; nmt/engine/decoder.py).
 
 The step (about ten small kernels per layer) is launch-bound on a GPU, and Inductor fuses its pointwise
 work; yet on an H100 (record gpu_check_h100_compiled.json) the compiled step trained bench-small at 0.64x
