@@ -7,7 +7,7 @@ Python::
     t.translate_nbest(["你好。"], beam=5, n_best=1)   # [[("Hello.", -0.41)]]
 
 Greedy and beam search follow ``nmt/search.py`` step for step (beam: its three ``stop`` rules, the GNMT
-length penalty), so they give the same output as PyTorch up to float rounding and ties.
+length and coverage penalties), so they give the same output as PyTorch up to float rounding and ties.
 """
 
 from __future__ import annotations
@@ -115,9 +115,10 @@ class OnnxTranslator:
                 live, y, limit, done = live[keep], y[keep], limit[keep], done[keep]
         return [(_until(row, self.eos), float(s)) for row, s in zip(tokens.tolist(), score)]
 
-    def beam(self, ids: list[list[int]], beam: int, alpha: float = 1.0, n_best: int = 1,
-             stop: str = "full") -> list[list[tuple[list[int], float]]]:
-        """Beam search: the n best (tokens, normalized score) per sentence; ``stop`` as ``nmt.search.beam_search``."""
+    def beam(self, ids: list[list[int]], beam: int, alpha: float = 1.0, n_best: int = 1, stop: str = "full",
+             beta: float = 0.0) -> list[list[tuple[list[int], float]]]:
+        """Beam search: the n best (tokens, normalized score) per sentence; ``stop`` and ``beta`` (the coverage
+        penalty) as ``nmt.search.beam_search``."""
         if stop not in STOPS:
             raise ValueError(f"stop must be one of {', '.join(STOPS)}, got {stop!r}")
         n, K = len(ids), beam
@@ -127,6 +128,7 @@ class OnnxTranslator:
         # second on, as nmt.search; a vocabulary under 2K wide takes K rows from the start
         kr = 1 if self.tgt.get_piece_size() >= 2 * K else K
         st = self.select(enc, np.repeat(np.arange(n), kr))  # kr rows a sentence, its source once
+        cov = _Coverage(beta, enc["src_lens"], kr)
         T = int(limit.max())
         fin_scores = np.full((n, K), NEG, dtype=np.float32)  # length-normalized, best first
         fin_seqs = np.full((n, K, T + 1), self.eos, dtype=np.int64)
@@ -137,7 +139,7 @@ class OnnxTranslator:
         y = np.full(n * kr, self.bos, dtype=np.int64)
         for t in range(T + 1):
             na = act.size
-            logp, _, _ = self.step(st, y, t)
+            logp, att, _ = self.step(st, y, t)
             V = logp.shape[1]
             self._mask(logp, np.repeat(t >= limit, kr))
             cand = (logp.reshape(na, kr, V) + alive[:, :kr, None]).reshape(na, kr * V)
@@ -145,8 +147,9 @@ class OnnxTranslator:
             top = np.take_along_axis(cand, idx, 1)
             origin, token = idx // V, idx % V
             is_eos = token == self.eos
+            cov.add(att)
             if is_eos.any():
-                new = np.where(is_eos, top / np.float32(_length_penalty(t + 1, alpha)), NEG)
+                new = np.where(is_eos, top / np.float32(_length_penalty(t + 1, alpha)) + cov.penalty(origin), NEG)
                 prev = np.take_along_axis(seqs, origin[:, :, None], 1)  # (na, 2K, T+1); EOS at t
                 both = np.concatenate([fin_scores[act], new], 1)
                 keep = _topk(both, K)
@@ -167,13 +170,14 @@ class OnnxTranslator:
                 act, limit, alive, token = act[keep_s], limit[keep_s], alive[keep_s], token[keep_s]
                 seqs, rows = seqs[keep_s], rows.reshape(na, K)[keep_s].reshape(-1)
             st = self.select(st, rows, keep_s)
+            cov.select(rows)
             y, kr = token.reshape(-1), K
         return [[(_until(fin_seqs[i, k].tolist(), self.eos), float(fin_scores[i, k]))
                  for k in range(n_best) if k == 0 or fin_scores[i, k] > -1e30] for i in range(n)]
 
     # ------------------------------------------------------------------ text
     def translate_nbest(self, texts: Sequence[str], beam: int = 5, n_best: int = 1, alpha: float = 1.0,
-                        batch_size: int = 64, stop: str = "full") -> list[list[tuple[str, float]]]:
+                        batch_size: int = 64, stop: str = "full", beta: float = 0.0) -> list[list[tuple[str, float]]]:
         """As ``nmt.decode.translate_nbest``: n best (text, score) per line, empty lines give ("", 0)."""
         ids = [s[: self.meta["max_src_pieces"]] for s in self.src.encode([self.normalize(t) for t in texts])]
         out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in texts]
@@ -181,7 +185,8 @@ class OnnxTranslator:
         for start in range(0, len(todo), batch_size):
             rows = todo[start : start + batch_size]
             batch = [ids[i] for i in rows]
-            hyps = self.beam(batch, beam, alpha, n_best, stop) if beam > 1 or n_best > 1 else [[h] for h in self.greedy(batch)]
+            searched = beam > 1 or n_best > 1 or beta  # greedy otherwise, as nmt.search.beam_search
+            hyps = self.beam(batch, beam, alpha, n_best, stop, beta) if searched else [[h] for h in self.greedy(batch)]
             for i, nbest in zip(rows, hyps):
                 out[i] = [(self.decode(toks), score) for toks, score in nbest]
         return out
@@ -203,6 +208,36 @@ class OnnxTranslator:
         pieces = [self.tgt.id_to_piece(i) for i in tgt_ids] + ["</s>"]
         c = np.array(centres) if self.meta["has_centre"] else None
         return np.stack(rows), c, [self.src.id_to_piece(i) for i in src_ids], pieces
+
+
+class _Coverage:
+    """The GNMT coverage penalty as ``nmt.search.beam_search`` keeps it: Σ_j a_ij per row (hypothesis) and source
+    position, and which positions are real (not padding). With β = 0 it keeps nothing and adds 0."""
+
+    def __init__(self, beta: float, src_lens: np.ndarray, kr: int):
+        self.beta = np.float32(beta)
+        if beta:
+            real = np.arange(int(src_lens.max()))[None, :] < src_lens[:, None]  # (sentences, src_len)
+            self.real = np.repeat(real, kr, 0)  # (rows, src_len)
+            self.sums = np.zeros(self.real.shape, dtype=np.float32)
+
+    def add(self, att: np.ndarray) -> None:
+        """A step's attention weights (rows, src_len)."""
+        if self.beta:
+            self.sums = self.sums + att
+
+    def penalty(self, origin: np.ndarray) -> np.ndarray | float:
+        """β Σ_i log(min(Σ_j a_ij, 1)) over real positions (``nmt.search.coverage_penalty``) of the rows that the
+        candidates ``origin`` (sentences, candidates) extend, by their row in the sentence."""
+        if not self.beta:
+            return 0.0
+        pen = self.beta * np.log(np.clip(np.where(self.real, self.sums, 1.0), 1e-6, 1.0)).sum(-1)  # (rows,)
+        return np.take_along_axis(pen.reshape(origin.shape[0], -1), origin, 1)
+
+    def select(self, rows: np.ndarray) -> None:
+        """Keep rows ``rows`` (a beam's parents, as the decoder state)."""
+        if self.beta:
+            self.sums, self.real = self.sums[rows], self.real[rows]
 
 
 def _topk(x: np.ndarray, k: int) -> np.ndarray:
@@ -236,11 +271,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("folder", help="an nmt.export --format onnx folder")
     p.add_argument("text", nargs="*", help="sentences (default: lines of stdin)")
     p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy")
+    p.add_argument("--alpha", type=float, default=1.0, help="GNMT length penalty α (default 1.0)")
+    p.add_argument("--beta", type=float, default=0.0, help="GNMT coverage penalty β, 0 to 1 (default 0: off)")
     p.add_argument("--stop", choices=STOPS, default="full", help="when a sentence's beam search ends (nmt.search.STOPS)")
     args = p.parse_args(argv)
+    if not 0.0 <= args.beta <= 1.0:
+        p.error(f"--beta: must be a number between 0 and 1, got {args.beta:g}")
     sys.stdout.reconfigure(encoding="utf-8")  # type: ignore[union-attr]
     texts = args.text or sys.stdin.read().splitlines()
-    for nbest in OnnxTranslator(args.folder).translate_nbest(texts, beam=args.beam, stop=args.stop):
+    for nbest in OnnxTranslator(args.folder).translate_nbest(texts, beam=args.beam, alpha=args.alpha, beta=args.beta,
+                                                             stop=args.stop):
         print(nbest[0][0])
     return 0
 

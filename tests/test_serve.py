@@ -28,6 +28,14 @@ def reference(trained_run):
     return [h[0] for h in translate_nbest(models, tok, src_normalizer(cfg.data), SENTENCES, beam=2)], cfg
 
 
+@pytest.fixture(scope="module")
+def translator(trained_run):
+    """The shared run through the Python API, for what a request with search settings should give."""
+    from nmt.translator import Translator
+
+    return Translator.load(str(trained_run), "cpu")
+
+
 def test_plain_request_matches_translate(server, http, reference):
     status, body = http.post(server + "/translate", {"text": SENTENCES, "beam": 2, "n_best": 2})
     assert status == 200, body
@@ -71,8 +79,67 @@ def test_concurrent_requests_are_batched(server, http, reference):
     assert 0 < after["decode_s"] - before["decode_s"] <= after["uptime_s"] - before["uptime_s"] + 0.2
 
 
+SETTINGS = {"beam": 3, "n_best": 3, "alpha": 0.6, "beta": 0.2, "stop": "first"}  # none of them the server's default
+
+
+def test_plain_request_search_settings_match_the_api(server, http, translator):
+    """alpha, beta, stop and n_best of a plain request reach the search: the n-best texts and scores of
+    ``Translator.translate`` with those settings, which part ways with the server's defaults'."""
+    status, body = http.post(server + "/translate", {"text": SENTENCES, **SETTINGS})
+    assert status == 200, body
+    want = translator.translate(SENTENCES, **SETTINGS)
+    rows = body["translations"]
+    assert [[h["tgt"] for h in r["n_best"]] for r in rows] == [[h.text for h in t.nbest] for t in want]
+    scores = [h["score"] for r in rows for h in r["n_best"]]
+    assert scores == pytest.approx([h.score for t in want for h in t.nbest], abs=1e-3)
+    default = translator.translate(SENTENCES, beam=3, n_best=3)  # the server's alpha, beta and stop
+    assert [h.score for t in default for h in t.nbest] != pytest.approx(scores, abs=1e-3)
+
+
+def test_concurrent_requests_with_other_settings_get_their_own(server, http, translator):
+    """One-line requests alternating two search settings at once: each answer is its own setting's (lines of
+    different settings never share a beam search)."""
+    settings = [{"alpha": 0.6, "stop": "first"}, {"alpha": 1.0, "beta": 0.2, "stop": "exact"}]
+    want = [[t.score for t in translator.translate(SENTENCES[:3], beam=2, **s)] for s in settings]
+    assert want[0] != pytest.approx(want[1], abs=1e-3)  # the settings part ways on these lines
+    jobs = [(SENTENCES[i % 3], settings[i % 2]) for i in range(12)]
+    with ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(lambda j: http.post(server + "/translate", {"text": [j[0]], "beam": 2, **j[1]}), jobs))
+    assert all(status == 200 for status, _ in answers), answers
+    got = [b["translations"][0]["score"] for _, b in answers]
+    assert got == pytest.approx([want[i % 2][i % 3] for i in range(12)], abs=1e-3)
+
+
 def _j(obj: object) -> bytes:
     return json.dumps(obj).encode()
+
+
+def test_search_settings_are_part_of_the_batch_key():
+    """Requests differing in any search setting get different batcher keys; fields left out take the server's
+    ``Defaults``, in both request shapes."""
+    from nmt.serve.requests import Defaults, Limits, parse
+
+    def key(body: object, defaults: Defaults = Defaults(beam=2)):
+        return parse(_j(body), Limits(), 1, defaults)[1][0].key
+
+    base = key({"text": ["a"]})
+    assert base == key({"text": ["a"], "beam": 2, "n_best": 1, "alpha": 1.0, "beta": 0.0, "stop": "full"})
+    others = [{"alpha": 0.6}, {"beta": 0.2}, {"stop": "first"}, {"n_best": 2}, {"beam": 3}, {"attention": True}]
+    assert len({base, *(key({"text": ["a"], **o}) for o in others)}) == 1 + len(others)
+    d = Defaults(beam=3, alpha=0.5, beta=0.1, stop="exact")
+    for body in ({"text": ["a"]}, [{"src": "a", "id": 0}]):
+        k = key(body, d)
+        assert (k.beam, k.n_best, k.alpha, k.beta, k.stop) == (3, 1, 0.5, 0.1, "exact")
+
+
+def test_the_servers_bounds_are_the_commands():
+    """The server's stop rules and beta bound, written out so that it imports no torch, are the search's and the
+    commands'."""
+    from nmt.cli import BETA_MAX
+    from nmt.search import STOPS
+    from nmt.serve import requests
+
+    assert requests.STOPS == STOPS and requests.BETA_MAX == BETA_MAX
 
 
 MALFORMED = [  # (body, status, the field the error names first)
@@ -84,6 +151,12 @@ MALFORMED = [  # (body, status, the field the error names first)
     (_j({"text": ["a"], "model": 2}), 404, "model"), (_j([{"src": "a", "id": 7}]), 404, "[0].id"),
     (_j([{"id": 0}]), 400, "[0].src"), (_j({"text": ["a"], "beem": 5}), 400, "beem"),
     (_j({"text": ["a"], "attention": "yes"}), 400, "attention"), (b"x" * 400_000, 413, "body"),
+    (_j({"text": ["a"], "alpha": "x"}), 400, "alpha"), (_j({"text": ["a"], "alpha": 2.5}), 400, "alpha"),
+    (_j({"text": ["a"], "alpha": -0.1}), 400, "alpha"), (_j({"text": ["a"], "beta": 1.5}), 400, "beta"),
+    (_j({"text": ["a"], "beta": [0.2]}), 400, "beta"), (_j({"text": ["a"], "beta": True}), 400, "beta"),
+    (b'{"text": ["a"], "beta": NaN}', 400, "beta"), (_j({"text": ["a"], "stop": "fast"}), 400, "stop"),
+    (_j({"text": ["a"], "stop": 1}), 400, "stop"), (_j({"text": ["a"], "n_best": 0}), 400, "n_best"),
+    (_j({"text": ["a"], "n_best": "2"}), 400, "n_best"),
 ]
 
 
@@ -91,6 +164,20 @@ MALFORMED = [  # (body, status, the field the error names first)
 def test_malformed_requests_get_a_4xx_json_error(server, http, body, status, field):
     got, answer = http.request(server + "/translate", body)
     assert got == status and answer["error"].startswith(field), answer
+
+
+@pytest.mark.parametrize("fields,message", [
+    ({"beta": "x"}, 'beta: must be a number between 0 and 1, got "x"'),
+    ({"beta": -1}, "beta: must be a number between 0 and 1, got -1"),
+    ({"alpha": 3.5}, "alpha: must be a number between 0 and 2, got 3.5"),
+    ({"alpha": None}, "alpha: must be a number between 0 and 2, got null"),
+    ({"stop": "fast"}, 'stop: must be one of exact, full, first, got "fast"'),
+    ({"stop": "x" * 100}, 'stop: must be one of exact, full, first, got "' + "x" * 36 + "..."),
+    ({"n_best": 3}, "n_best: 3 is outside 1..2"),  # the server's --beam 2
+])
+def test_a_bad_search_setting_is_a_400_naming_the_field_and_value(server, http, fields, message):
+    got, answer = http.post(server + "/translate", {"text": ["a"], **fields})
+    assert got == 400 and answer == {"error": message}, answer
 
 
 def test_bad_requests_do_not_harm_good_ones(server, http, reference):
@@ -128,16 +215,58 @@ def test_models_health_page_and_unknown_routes(server, http, trained_run):
     assert http.get(server + "/translate")[0] == 405
 
 
-def test_bf16_engine_answers_like_fp32(trained_run, reference):
-    """``--precision bf16``: the same search under bf16 autocast; scores stay close, /models says so."""
+def test_bf16_engine_answers_as_the_api_in_bf16(trained_run, reference):
+    """``--precision bf16``: the engine's search runs its matmuls in bf16 (the output layer's results, seen by a hook)
+    and answers with the texts and scores of ``Translator`` in bf16, attention included; /models says so. Against
+    fp32 only the scores are compared: each line's two best hypotheses of this 30-step model lie within 2e-4 of each
+    other, so bf16's rounding (about 1e-2) picks among near-ties and which text wins depends on the CPU's kernels."""
     from nmt.serve.engines import TorchEngine
+    from nmt.translator import Translator
 
     engine = TorchEngine(str(trained_run), "cpu", "bf16")
     assert engine.info["precision"] == "bf16"
-    rows = engine.translate(SENTENCES, beam=2, n_best=1, attention=True)
+    seen = []
+    engine.translator.models[0].decoder.out.register_forward_hook(lambda mod, inp, out: seen.append(out.dtype))
+    rows = engine.translate(SENTENCES, beam=2, n_best=2, attention=True)
+    assert set(seen) == {torch.bfloat16}
+    want = Translator.load(str(trained_run), "cpu", "bf16").translate(SENTENCES, beam=2, n_best=2)
+    assert [[h["tgt"] for h in r["n_best"]] for r in rows] == [[h.text for h in t.nbest] for t in want]
+    assert [r["score"] for r in rows] == pytest.approx([t.score for t in want], abs=1e-4)
     assert [r["src"] for r in rows] == SENTENCES and rows[3]["tgt"] == ""
     assert [r["score"] for r in rows] == pytest.approx([s for _, s in reference[0]], abs=0.5)  # bf16 rounding
     assert all(len(r["attention"]["weights"]) == len(r["attention"]["tgt_pieces"]) for r in rows)
+
+
+def test_each_engine_decodes_with_the_requests_settings(trained_run, run_cli, explain, tmp_path):
+    """Through ``create_app``, a plain request's beam, n_best, alpha, beta and stop reach each engine's search (the
+    TorchEngine's ``Translator.translate``, the OnnxEngine's ``translate_nbest``: their calls recorded) and the answer
+    is that search's; a request that gives none gets the server's ``Defaults``."""
+    from starlette.testclient import TestClient
+
+    from nmt.serve.app import create_app
+    from nmt.serve.engines import OnnxEngine, TorchEngine
+    from nmt.serve.requests import Defaults
+
+    export = run_cli("nmt.export", trained_run, tmp_path / "onnx", "--format", "onnx")
+    assert export.returncode == 0, explain(export)
+    engines = [TorchEngine(str(trained_run), "cpu", threads=1), OnnxEngine(str(tmp_path / "onnx"), threads=1)]
+    calls = []
+    for obj, name in ((engines[0].translator, "translate"), (engines[1].translator, "translate_nbest")):
+        real = getattr(obj, name)
+        setattr(obj, name, lambda *a, real=real, **kw: calls.append(kw) or real(*a, **kw))
+    defaults = Defaults(beam=2, alpha=0.8, beta=0.1, stop="exact")
+    with TestClient(create_app(engines, defaults=defaults)) as client:
+        answers = [client.post("/translate", json={"text": SENTENCES, "model": m, **SETTINGS}).json() for m in (0, 1)]
+        plain = [client.post("/translate", json={"text": SENTENCES[:1], "model": m}).json() for m in (0, 1)]
+    from_defaults = {"beam": 2, "n_best": 1, "alpha": 0.8, "beta": 0.1, "stop": "exact"}
+    assert [{k: c[k] for k in SETTINGS} for c in calls] == [SETTINGS, SETTINGS, from_defaults, from_defaults]
+    torch_want = engines[0].translator.translate(SENTENCES, **SETTINGS)
+    onnx_want = engines[1].translator.translate_nbest(SENTENCES, **SETTINGS)
+    for rows, want in ((answers[0]["translations"], [[(h.text, h.score) for h in t.nbest] for t in torch_want]),
+                       (answers[1]["translations"], onnx_want)):
+        assert [[h["tgt"] for h in r["n_best"]] for r in rows] == [[t for t, _ in nb] for nb in want]
+        assert [h["score"] for r in rows for h in r["n_best"]] == pytest.approx([s for nb in want for _, s in nb], abs=1e-3)
+    assert all(p["translations"][0]["src"] == SENTENCES[0] for p in plain)
 
 
 def test_decoding_threads_get_the_engines_intra_op_threads(trained_run):
@@ -152,7 +281,8 @@ def test_decoding_threads_get_the_engines_intra_op_threads(trained_run):
     engine = TorchEngine(str(trained_run), "cpu", threads=3)
     seen = []
     translate = engine.translate
-    engine.translate = lambda *a: seen.append((threading.current_thread().name, torch.get_num_threads())) or translate(*a)
+    engine.translate = lambda *a, **kw: seen.append((threading.current_thread().name, torch.get_num_threads())) or \
+        translate(*a, **kw)
     try:
         with TestClient(create_app([engine], workers=1)) as client:
             answer = client.post("/translate", json={"text": [SENTENCES[0]], "beam": 2})
@@ -299,3 +429,7 @@ def test_cli_errors_are_one_line(run_cli, tmp_path):
     assert proc.returncode == 2 and "--workers must be 1 or more" in proc.stderr
     proc = run_cli("nmt.serve", tmp_path / "missing.pt", "--precision", "fp16")
     assert proc.returncode == 2 and "invalid choice: 'fp16'" in proc.stderr
+    proc = run_cli("nmt.serve", tmp_path / "missing.pt", "--beta", "2")  # refused before any model is read
+    assert proc.returncode == 2 and "error: --beta: must be a number between 0 and 1, got 2.0" in proc.stderr
+    proc = run_cli("nmt.serve", tmp_path / "missing.pt", "--beam", "12")
+    assert proc.returncode == 2 and "error: --beam: 12 is outside 1..10 (--max-beam 10)" in proc.stderr

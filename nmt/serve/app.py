@@ -28,7 +28,7 @@ from starlette.staticfiles import StaticFiles
 
 from nmt.serve.batcher import Batcher, QueueFull
 from nmt.serve.engines import Engine
-from nmt.serve.requests import Limits, Query, RequestError, Search, parse
+from nmt.serve.requests import ALPHA_MAX, BETA_MAX, STOPS, Defaults, Limits, Query, RequestError, Search, check_defaults, parse
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -76,12 +76,13 @@ def use_threads(engines: Sequence[Engine]) -> None:
             e.use_threads()
 
 
-def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int = 5, wait_ms: float = 5.0,
-               batch_lines: int = 256, workers: int = 1) -> Starlette:
-    """The ASGI app serving ``engines`` (ids 0..n-1)."""
+def create_app(engines: Sequence[Engine], limits: Limits = Limits(), defaults: Defaults = Defaults(),
+               wait_ms: float = 5.0, batch_lines: int = 256, workers: int = 1) -> Starlette:
+    """The ASGI app serving ``engines`` (ids 0..n-1); ``defaults``: the search of requests that name none."""
 
     def decode(key: Search, lines: Sequence[str]) -> list[dict]:
-        return engines[key.model].translate(lines, key.beam, key.n_best, key.attention)
+        return engines[key.model].translate(lines, key.beam, key.n_best, key.attention, alpha=key.alpha,
+                                            beta=key.beta, stop=key.stop)
 
     batcher = Batcher(decode, wait_ms, batch_lines, limits.max_queue, workers, functools.partial(use_threads, engines))
     started = time.time()
@@ -90,7 +91,7 @@ def create_app(engines: Sequence[Engine], limits: Limits = Limits(), beam: int =
     async def translate(request: Request) -> JSONResponse:
         try:
             body = await read_body(request, limits.max_body)
-            shape, queries = parse(body, limits, len(engines), beam)
+            shape, queries = parse(body, limits, len(engines), defaults)
             results = await asyncio.gather(*(batcher.submit(q.key, q.texts, limits.timeout) for q in queries))
         except RequestError as e:
             return _error(counts, e.status, e.message)
@@ -165,7 +166,7 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nmt.serve", description=__doc__.splitlines()[0])
     p.add_argument("models", nargs="*", help="run directories or checkpoint files (ids 0, 1, …)")
     p.add_argument("--onnx", nargs="+", default=[], metavar="DIR", help="nmt.export --format onnx folders (ids follow)")
@@ -177,29 +178,44 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="checkpoints: decode in fp32 (default), bf16 autocast (faster in a warm process on GPUs and CPUs "
                         "with AMX/avx512_bf16, at large batches), bf16_output (only the vocabulary projection in bf16: "
                         "such CPUs, small batches too) or int8 (CPU only; nmt/int8.py); outputs may differ slightly")
-    p.add_argument("--beam", type=int, default=5, help="beam size when a request gives none (default 5)")
+    d = Defaults()
+    p.add_argument("--beam", type=int, default=d.beam, help=f"beam size when a request gives none (default {d.beam})")
+    p.add_argument("--alpha", type=float, default=d.alpha,
+                   help=f"GNMT length penalty α, 0 to {ALPHA_MAX:g}, when a request gives none (default {d.alpha:g})")
+    p.add_argument("--beta", type=float, default=d.beta,
+                   help=f"GNMT coverage penalty β, 0 to {BETA_MAX:g}, when a request gives none (default {d.beta:g}: off)")
+    p.add_argument("--stop", choices=STOPS, default=d.stop,
+                   help=f"when a sentence's beam search ends, when a request gives none (default {d.stop}; nmt.translate)")
     p.add_argument("--batch-wait-ms", type=float, default=5.0,
                    help="how long to collect requests into a batch once a decoding thread is free")
     p.add_argument("--batch-lines", type=int, default=256, help="at most this many lines decoded in one call")
     p.add_argument("--workers", type=int, default=1,
                    help="decoding threads, each decoding its own batch with cores / workers intra-op threads "
                         "(default 1: one batch at a time on all cores)")
-    d = Limits()
-    p.add_argument("--max-lines", type=int, default=d.max_lines, help="lines per request")
-    p.add_argument("--max-chars", type=int, default=d.max_chars, help="characters per line")
-    p.add_argument("--max-beam", type=int, default=d.max_beam, help="largest beam a request may ask for")
-    p.add_argument("--max-body", type=int, default=d.max_body, help="bytes per request body")
-    p.add_argument("--timeout", type=float, default=d.timeout, help="seconds a request may wait for its answer")
-    p.add_argument("--max-queue", type=int, default=d.max_queue, help="lines waiting, all requests together")
+    lim = Limits()
+    p.add_argument("--max-lines", type=int, default=lim.max_lines, help="lines per request")
+    p.add_argument("--max-chars", type=int, default=lim.max_chars, help="characters per line")
+    p.add_argument("--max-beam", type=int, default=lim.max_beam, help="largest beam a request may ask for")
+    p.add_argument("--max-body", type=int, default=lim.max_body, help="bytes per request body")
+    p.add_argument("--timeout", type=float, default=lim.timeout, help="seconds a request may wait for its answer")
+    p.add_argument("--max-queue", type=int, default=lim.max_queue, help="lines waiting, all requests together")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = _parser()
     args = p.parse_args(argv)
     if not args.models and not args.onnx:
         p.error("give at least one model: a run directory, a checkpoint or --onnx DIR")
     if args.workers < 1:
         p.error(f"--workers must be 1 or more, got {args.workers}")
-    if not 1 <= args.beam <= args.max_beam:
-        p.error(f"--beam must be between 1 and --max-beam ({args.max_beam}), got {args.beam}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     limits = Limits(args.max_lines, args.max_chars, args.max_beam, args.max_body, args.timeout, args.max_queue)
+    defaults = Defaults(args.beam, args.alpha, args.beta, args.stop)
+    try:
+        check_defaults(defaults, limits)
+    except RequestError as e:
+        p.error(f"{e.message} (--max-beam {args.max_beam})" if e.message.startswith("--beam") else e.message)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     try:
         if args.models:
             from nmt.device import set_threads
@@ -214,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     import uvicorn
 
-    app = create_app(engines, limits, args.beam, args.batch_wait_ms, args.batch_lines, args.workers)
+    app = create_app(engines, limits, defaults, args.batch_wait_ms, args.batch_lines, args.workers)
     log.info("serving %d model(s) on http://%s:%d/ with %d decoding thread(s)", len(engines), args.host, args.port, args.workers)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

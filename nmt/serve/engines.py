@@ -1,6 +1,7 @@
 """The models a server holds: a PyTorch checkpoint or an ONNX export, behind one ``translate``.
 
-``translate(texts, beam, n_best, attention)`` gives one result per line::
+``translate(texts, beam, n_best, attention, alpha, beta, stop)`` gives one result per line (the search's settings
+as ``nmt.translate``'s)::
 
     {"src": line, "tgt": best, "score": s, "n_best": [{"tgt": …, "score": …}, …],
      "attention": {"src_pieces": [...], "tgt_pieces": [... "</s>"], "weights": [[...]] (tgt × src),
@@ -20,7 +21,8 @@ import numpy as np
 class Engine(Protocol):
     info: dict
 
-    def translate(self, texts: Sequence[str], beam: int, n_best: int, attention: bool) -> list[dict]: ...
+    def translate(self, texts: Sequence[str], beam: int, n_best: int, attention: bool, alpha: float = 1.0,
+                  beta: float = 0.0, stop: str = "full") -> list[dict]: ...
 
 
 def result(src: str, nbest: Sequence[tuple[str, float]], attention: Optional[dict] = None) -> dict:
@@ -65,9 +67,12 @@ class TorchEngine:
 
         torch.set_num_threads(self.threads)
 
-    def translate(self, texts: Sequence[str], beam: int, n_best: int, attention: bool) -> list[dict]:
+    def translate(self, texts: Sequence[str], beam: int, n_best: int, attention: bool, alpha: float = 1.0,
+                  beta: float = 0.0, stop: str = "full") -> list[dict]:
+        """One result per line, decoded by ``Translator.translate`` with these settings."""
         out = []
-        for t in self.translator.translate(texts, beam=beam, n_best=n_best, attention=attention):
+        for t in self.translator.translate(texts, beam=beam, n_best=n_best, attention=attention, alpha=alpha, beta=beta,
+                                           stop=stop):
             a = t.attention
             att = attention_json(a.weights, a.centres, a.src_pieces, a.tgt_pieces, self.cfg.model.attention.window) if a else None
             out.append(result(t.source, [(h.text, h.score) for h in t.nbest], att))
@@ -85,8 +90,10 @@ class OnnxEngine:
         self.info = {"name": str(folder), "backend": "onnx", "src_lang": meta["src_lang"], "tgt_lang": meta["tgt_lang"],
                      "attention": {"score": meta["score"], "mode": meta["mode"], "window": meta["window"]}}
 
-    def translate(self, texts: Sequence[str], beam: int, n_best: int, attention: bool) -> list[dict]:
-        nbests = self.translator.translate_nbest(texts, beam=beam, n_best=n_best)
+    def translate(self, texts: Sequence[str], beam: int, n_best: int, attention: bool, alpha: float = 1.0,
+                  beta: float = 0.0, stop: str = "full") -> list[dict]:
+        """One result per line, decoded by ``OnnxTranslator.translate_nbest`` with these settings."""
+        nbests = self.translator.translate_nbest(texts, beam=beam, n_best=n_best, alpha=alpha, beta=beta, stop=stop)
         out = []
         for text, nbest in zip(texts, nbests):
             att = None
