@@ -158,6 +158,20 @@ def hsk_tokenizer(hsk_cfg, hsk_corpus):
 
 
 @pytest.fixture(scope="session")
+def digits_dir(tmp_path_factory) -> Path:
+    """A files corpus: space-separated digit strings and their reversals (train/dev/test); ``helpers.digits_cfg``
+    trains on it."""
+    from helpers import digit_strings
+
+    folder = tmp_path_factory.mktemp("digits")
+    for split, n, seed in (("train", 1500, 1), ("dev", 40, 2), ("test", 40, 3)):
+        src = [[str(d - 4) for d in s] for s in digit_strings(n, seed, 3, 7)]
+        (folder / f"{split}.zh").write_text("".join(" ".join(s) + "\n" for s in src))
+        (folder / f"{split}.en").write_text("".join(" ".join(s[::-1]) + "\n" for s in src))
+    return folder
+
+
+@pytest.fixture(scope="session")
 def make_model():
     """``make_model(**overrides)``: a seeded tiny Seq2Seq in eval mode (no dropout)."""
     from nmt.build import build_model

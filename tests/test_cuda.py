@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_resume import BASE, _weights
-from test_train import digits_cfg, digits_dir  # noqa: F401  (digits_dir: a fixture)
+from helpers import BASE, checkpoint_weights, digits_cfg
 
 from nmt import checkpoint
 from nmt.batching import make_batch
@@ -43,7 +42,7 @@ def ieee_fp32():
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
-def test_training_steps_on_the_gpu(digits_dir, tmp_path, precision):  # noqa: F811
+def test_training_steps_on_the_gpu(digits_dir, tmp_path, precision):
     """Finite, falling dev losses in each precision; fp16 trains through the gradient scaler."""
     run = tmp_path / "r"
     metrics = train(gpu_cfg(digits_dir, precision=precision, max_steps=60, valid_every=30), run)
@@ -56,7 +55,7 @@ def test_training_steps_on_the_gpu(digits_dir, tmp_path, precision):  # noqa: F8
         assert state["scaler"]["scale"] > 0  # the scaler ran and is saved for a resume
 
 
-def test_the_compiled_step_on_the_gpu_trains_like_eager(digits_dir, tmp_path, caplog):  # noqa: F811
+def test_the_compiled_step_on_the_gpu_trains_like_eager(digits_dir, tmp_path, caplog):
     """trainer.compile=true compiles the input-feeding step on CUDA, with no eager fallback,
     to the eager run's dev loss."""
     loss = {}
@@ -85,7 +84,7 @@ def test_resume_on_the_gpu_matches_an_uninterrupted_run(digits_dir, tmp_path, ie
     split = train(cfg(max_steps=20, resume="auto"), tmp_path / "split")
     assert split["steps"] == 20
     assert split["history"][-1]["valid_loss"] == pytest.approx(full["history"][-1]["valid_loss"], rel=1e-5)
-    a, b = (_weights(tmp_path / r / "checkpoints" / "last.pt") for r in ("full", "split"))
+    a, b = (checkpoint_weights(tmp_path / r / "checkpoints" / "last.pt") for r in ("full", "split"))
     for k in a:
         torch.testing.assert_close(b[k], a[k], rtol=1e-5, atol=1e-6, msg=k)
 
@@ -124,13 +123,13 @@ def test_two_ddp_ranks_on_one_gpu_match_one_process(cli_env, tmp_path, explain):
         timeout=600,
     )
     assert proc.returncode == 0, explain(proc)
-    a, b = _weights(single / "checkpoints" / "last.pt"), _weights(ddp / "checkpoints" / "last.pt")
+    a, b = checkpoint_weights(single / "checkpoints" / "last.pt"), checkpoint_weights(ddp / "checkpoints" / "last.pt")
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(b[k], a[k], rtol=1e-3, atol=1e-4, msg=k)
 
 
-def test_a_gpu_checkpoint_loads_decodes_and_resumes_on_the_cpu(digits_dir, tmp_path, ieee_fp32):  # noqa: F811
+def test_a_gpu_checkpoint_loads_decodes_and_resumes_on_the_cpu(digits_dir, tmp_path, ieee_fp32):
     run = tmp_path / "gpu"
     train(gpu_cfg(digits_dir, max_steps=10, valid_every=10), run)
     model, _, _, _ = checkpoint.load_model(run / "checkpoints" / "best.pt", "cpu")

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import torch
-from test_resume import BASE
+from helpers import BASE
 
 from nmt import checkpoint
 

@@ -10,16 +10,10 @@ import re
 
 import pytest
 import sacrebleu
+from helpers import BASE
 from omegaconf import OmegaConf
 
 from nmt.metrics import score
-
-BASE = [  # as tests/test_resume.py: the embedded corpus, a 1-layer 32-unit model, no test split decoding
-    "data=hsk", "model.emb_size=32", "model.hidden_size=32", "model.encoder_layers=1", "model.decoder_layers=1",
-    "tokenizer.src_vocab_size=2000", "tokenizer.tgt_vocab_size=500", "data.dev_size=100", "data.test_size=100",
-    "trainer.device=cpu", "trainer.threads=1", "trainer.max_minutes=0", "trainer.test_beam=0",
-    "trainer.batch_tokens=400", "trainer.valid_max_sentences=20",
-]
 
 
 # --------------------------------------------------------------------------- early stopping

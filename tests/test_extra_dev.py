@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import digits_cfg
 from omegaconf import OmegaConf
-from test_train import digits_cfg, digits_dir  # noqa: F401  (digits_dir: a fixture)
 
 from nmt.config import ConfigError, TrainConfig, validate
 from nmt.train import train
 
 
-def test_every_validation_scores_the_extra_sets(digits_dir, tmp_path, caplog):  # noqa: F811
+def test_every_validation_scores_the_extra_sets(digits_dir, tmp_path, caplog):
     cfg = digits_cfg(digits_dir, max_steps=20, valid_every=10, test_beam=0)
     cfg.data.extra_dev = [str(digits_dir / "test"), str(digits_dir / "dev")]
     with caplog.at_level("INFO", "nmt.validation"):
@@ -26,7 +26,7 @@ def test_every_validation_scores_the_extra_sets(digits_dir, tmp_path, caplog):  
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["history"][0]["extra"]["test"]["chrf"] >= 0
 
 
-def test_a_missing_or_ragged_set_is_refused_by_name(tmp_path, digits_dir):  # noqa: F811
+def test_a_missing_or_ragged_set_is_refused_by_name(tmp_path, digits_dir):
     from nmt.data.text import DataError
     from nmt.validation import extra_dev_sets
 

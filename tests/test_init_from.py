@@ -7,20 +7,20 @@ import json
 import logging
 
 import pytest
-from test_train import digits_cfg, digits_dir  # noqa: F401  (digits_dir: a fixture)
+from helpers import digits_cfg
 
 from nmt import checkpoint
 from nmt.train import train
 
 
 @pytest.fixture(scope="module")
-def trained(digits_dir, tmp_path_factory):  # noqa: F811
+def trained(digits_dir, tmp_path_factory):
     run = tmp_path_factory.mktemp("init_from") / "first"
     train(digits_cfg(digits_dir, max_steps=150, valid_every=150, test_beam=0), run)
     return run
 
 
-def test_a_fine_tuned_run_starts_from_the_trained_weights_with_fresh_counters(trained, digits_dir, tmp_path,  # noqa: F811
+def test_a_fine_tuned_run_starts_from_the_trained_weights_with_fresh_counters(trained, digits_dir, tmp_path,
                                                                                caplog):
     cfg = digits_cfg(digits_dir, max_steps=5, valid_every=5, test_beam=0, lr=0.001)
     cfg.trainer.init_from = str(trained)
@@ -38,7 +38,7 @@ def test_a_fine_tuned_run_starts_from_the_trained_weights_with_fresh_counters(tr
     assert new["config"]["trainer"]["init_from"] == str(trained)
 
 
-def test_a_missing_start_is_one_clear_line(digits_dir, tmp_path, run_cli, explain):  # noqa: F811
+def test_a_missing_start_is_one_clear_line(digits_dir, tmp_path, run_cli, explain):
     proc = run_cli("nmt.train", "data=files", f"data.dir={digits_dir}", "trainer.max_steps=2",
                    f"trainer.init_from={tmp_path / 'nowhere'}", f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode != 0, explain(proc)

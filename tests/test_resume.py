@@ -17,18 +17,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import BASE, checkpoint_weights
 
 from nmt import checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
-
-BASE = [
-    "data=hsk", "model.emb_size=32", "model.hidden_size=32", "model.encoder_layers=1", "model.decoder_layers=1",
-    "tokenizer.src_vocab_size=2000", "tokenizer.tgt_vocab_size=500", "data.dev_size=100", "data.test_size=100",
-    "trainer.device=cpu", "trainer.threads=1", "trainer.max_minutes=0", "trainer.test_beam=0",
-    "trainer.batch_tokens=400", "trainer.valid_max_sentences=20",
-]
-
 
 def losses(run: Path) -> dict[int, float]:
     """train/loss scalars of a run's TensorBoard events, by step (later files win)."""
@@ -156,10 +149,6 @@ def test_sigterm_stops_gracefully_and_saves(cli_env, tmp_path):
     assert step >= logged[-1]
 
 
-def _weights(path: Path) -> dict[str, torch.Tensor]:
-    return checkpoint.load(path)["model"]
-
-
 def test_ddp_two_processes_match_one_with_the_same_global_batch(cli_env, run_cli, tmp_path, explain):
     """torchrun with 2 CPU processes (gloo) accumulating 2 batches each against one process accumulating 4:
     the same batches, the same averaged gradient, so the same weights after 12 updates."""
@@ -175,7 +164,7 @@ def test_ddp_two_processes_match_one_with_the_same_global_batch(cli_env, run_cli
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    a, b = _weights(single / "checkpoints" / "last.pt"), _weights(ddp / "checkpoints" / "last.pt")
+    a, b = checkpoint_weights(single / "checkpoints" / "last.pt"), checkpoint_weights(ddp / "checkpoints" / "last.pt")
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5, msg=k)

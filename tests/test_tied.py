@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import digits_cfg, export_cfg
 from omegaconf import OmegaConf
-from test_train import digits_cfg, digits_dir  # noqa: F401  (digits_dir: a fixture)
 
 from nmt.batching import make_batch
 from nmt.config import ConfigError, TrainConfig, validate
@@ -55,8 +55,6 @@ def test_all_shares_one_matrix_and_needs_one_vocabulary(make_model):
 
 
 def test_a_tied_model_decodes_in_bf16_output_and_int8_and_exports(make_model, random_sources, hsk_tokenizer, tmp_path):
-    from test_export import _cfg
-
     from nmt.export_onnx import export_onnx
     from nmt.onnx_runtime import OnnxTranslator
 
@@ -73,11 +71,11 @@ def test_a_tied_model_decodes_in_bf16_output_and_int8_and_exports(make_model, ra
     cfg.tie_embeddings, cfg.attention.mode, cfg.attention.window = "decoder", "local_p", 3
     q = beam_search(int8_model(model, cfg), batch, beam=3)
     assert all(abs(a - b) < 0.5 for a, b in zip(ref.scores, q.scores))
-    export_onnx(model, hsk_tokenizer, _cfg("local_p", 3), tmp_path)
+    export_onnx(model, hsk_tokenizer, export_cfg("local_p", 3), tmp_path)
     assert [t for t, _ in OnnxTranslator(tmp_path).greedy(sources)] == beam_search(model, batch, beam=1).tokens
 
 
-def test_a_tied_run_trains_saves_and_reloads(digits_dir, tmp_path):  # noqa: F811
+def test_a_tied_run_trains_saves_and_reloads(digits_dir, tmp_path):
     from nmt import Translator
 
     cfg = digits_cfg(digits_dir, max_steps=30, valid_every=30, test_beam=0)

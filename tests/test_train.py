@@ -11,23 +11,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import digit_strings, digits_cfg
 from omegaconf import OmegaConf
 
 from nmt import checkpoint
 from nmt.batching import make_batch, train_batches
-from nmt.config import ConfigError, ModelConfig, TrainConfig
+from nmt.config import ConfigError, ModelConfig
 from nmt.data.text import DataError
 from nmt.build import build_model
 from nmt.search import greedy
 from nmt.train import train
 from nmt.update import batch_loss
-
-DIGITS = range(4, 14)  # ten "digit" tokens after the four specials
-
-
-def digit_strings(n: int, seed: int, lo: int = 3, hi: int = 8) -> list[list[int]]:
-    rng = random.Random(seed)
-    return [[rng.choice(DIGITS) for _ in range(rng.randint(lo, hi))] for _ in range(n)]
 
 
 # --------------------------------------------------------------------------- the loss
@@ -123,30 +117,7 @@ def test_training_forward_survives_ddp_moving_its_tensor_arguments(make_model, r
     torch.testing.assert_close(loss, batch_loss(model, batch))
 
 
-# --------------------------------------------------------------------------- train()
-@pytest.fixture(scope="module")
-def digits_dir(tmp_path_factory) -> Path:
-    """A files corpus: space-separated digit strings and their reversals (train/dev/test)."""
-    folder = tmp_path_factory.mktemp("digits")
-    for split, n, seed in (("train", 1500, 1), ("dev", 40, 2), ("test", 40, 3)):
-        src = [[str(d - 4) for d in s] for s in digit_strings(n, seed, 3, 7)]
-        (folder / f"{split}.zh").write_text("".join(" ".join(s) + "\n" for s in src))
-        (folder / f"{split}.en").write_text("".join(" ".join(s[::-1]) + "\n" for s in src))
-    return folder
-
-
-def digits_cfg(data_dir: Path, **trainer):
-    cfg = OmegaConf.structured(TrainConfig)
-    cfg.data.source, cfg.data.dir = "files", str(data_dir)
-    cfg.data.dedup = False  # short random digit strings repeat; the learning tests were sized with them
-    cfg.tokenizer.model_type, cfg.tokenizer.src_vocab_size, cfg.tokenizer.tgt_vocab_size = "word", 20, 20
-    m = cfg.model
-    m.emb_size, m.hidden_size, m.encoder_layers, m.decoder_layers, m.dropout = 32, 32, 1, 1, 0.0
-    defaults = dict(device="cpu", lr=0.01, batch_tokens=400, test_beam=2, log_every=50)
-    cfg.trainer = OmegaConf.merge(cfg.trainer, {**defaults, **trainer})
-    return cfg
-
-
+# --------------------------------------------------------------------------- train()  (digits_dir: conftest.py)
 @pytest.fixture(scope="module")
 def digits_run(digits_dir, tmp_path_factory):
     run = tmp_path_factory.mktemp("digits_run")
