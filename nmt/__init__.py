@@ -1,6 +1,6 @@
 """nmt: RNN sequence-to-sequence translation with Luong attention."""
 
-__version__ = "0.1.0"
+from nmt.version import __version__
 
 __all__ = ["Translator", "__version__"]
 

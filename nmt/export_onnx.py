@@ -24,12 +24,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from nmt import __version__, search
+from nmt import search
 from nmt.build import build_model
 from nmt.decode import MAX_SRC_PIECES
 from nmt.decoder import Source
 from nmt.model import Seq2Seq
 from nmt.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
+from nmt.version import __version__
 
 OPSET = 17
 ENCODER_OUT = ["memory", "keys", "mask", "lens", "h", "c"]

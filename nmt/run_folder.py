@@ -14,11 +14,12 @@ from typing import Any, Optional
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from nmt import __version__, checkpoint
+from nmt import checkpoint
 from nmt.config import TrainConfig, to_dict
 from nmt.optim import Schedule
 from nmt.tokenizer import Tokenizer
 from nmt.train_state import TrainingState
+from nmt.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -23,11 +23,12 @@ from omegaconf.errors import OmegaConfBaseException
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
-from nmt import __version__, checkpoint, distributed, init_from, precision, sampling
+from nmt import checkpoint, distributed, init_from, precision, sampling
 from nmt.batching import Batch, Epoch, Pairs, epoch_batches, train_batches
 from nmt.budget import Budget, StopSignal, fmt_time
 from nmt.build import build_model
-from nmt.config import ConfigError, register, to_dict, validate
+from nmt.config import ConfigError, register, to_dict
+from nmt.config_check import validate
 from nmt.data.prepare import Prepared, prepare
 from nmt.data.text import DataError
 from nmt.device import available_cores, cpu_trains_bf16_rnns, peak_memory_mb, set_threads
@@ -38,6 +39,7 @@ from nmt.train_state import TrainingState
 from nmt.translator import Translator
 from nmt.update import TrainingError, Updater
 from nmt.validation import Validator
+from nmt.version import __version__
 
 log = logging.getLogger("nmt.train")  # an entry module: __name__ would be "__main__"
 

@@ -14,13 +14,14 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 from torch.utils.tensorboard import SummaryWriter
 
-from nmt import __version__, distributed
+from nmt import distributed
 from nmt.batching import Batch
 from nmt.budget import Budget, fmt_time
 from nmt.device import autocast
 from nmt.model import Seq2Seq
 from nmt.optim import Schedule
 from nmt.train_state import TrainingState
+from nmt.version import __version__
 from nmt.vocab import PAD
 
 log = logging.getLogger(__name__)

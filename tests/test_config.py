@@ -10,7 +10,8 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
 
-from nmt.config import ConfigError, TrainConfig, from_dict, register, to_dict, validate
+from nmt.config import ConfigError, TrainConfig, from_dict, register, to_dict
+from nmt.config_check import validate
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

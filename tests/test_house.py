@@ -13,8 +13,9 @@ import house  # noqa: E402
 
 
 def test_modules_functions_and_the_paper_path_meet_the_targets():
-    """No module over 300 lines, no function over 60 (beam search 100), decoder.py within 150, and the
-    paper's modules import no module that defines an autograd.Function."""
+    """No module over 300 lines, no function over 60 (beam search 100), decoder.py within 150, the paper's modules
+    import only each other and the ground, and, counting every import, no circle and no import from a lower floor
+    to a higher one."""
     assert house.missed(house.measure()) == []
 
 
@@ -29,17 +30,28 @@ def test_at_most_two_private_api_uses_each_justified_where_used():
 
 
 def test_the_measures_see_what_they_claim(tmp_path):
-    """A long function, a private reach and an autograd.Function import in a paper module are each caught."""
-    (tmp_path / "nmt").mkdir()
+    """A long function, a private reach, an autograd.Function import in a paper module, a paper module importing
+    beyond the ground, an import circle through a function-level import and a TYPE_CHECKING one, and an import from
+    a lower floor up are each caught."""
+    (tmp_path / "nmt" / "engine").mkdir(parents=True)
     body = "\n".join(f"    x{i} = {i}" for i in range(61))
-    (tmp_path / "nmt" / "source_grad.py").write_text("import torch\nclass F(torch.autograd.Function):\n    pass\n")
-    (tmp_path / "nmt" / "decoder.py").write_text(f"from nmt.source_grad import F\ndef long():\n{body}\n    return ds._indices\n")
-    (tmp_path / "nmt" / "attention.py").write_text("")
+    (tmp_path / "nmt" / "engine" / "deferred.py").write_text("import torch\nclass F(torch.autograd.Function):\n    pass\n")
+    long = f"def long():\n{body}\n    return ds._indices\n"
+    (tmp_path / "nmt" / "decoder.py").write_text(f"from nmt.engine.deferred import F\n{long}")
+    (tmp_path / "nmt" / "attention.py").write_text("def f():\n    from nmt import tokenizer\n")  # function level
+    (tmp_path / "nmt" / "tokenizer.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                                   "    from nmt.attention import X\n")
+    (tmp_path / "nmt" / "vocab.py").write_text("from nmt.search import beam_search\n")  # ground -> search: up
+    (tmp_path / "nmt" / "search.py").write_text("from . import vocab\n")  # relative, resolved
     (tmp_path / "nmt" / "model.py").write_text("")
     modules = house.measure(tmp_path)
     problems = house.missed(modules)
     assert any("long is 63 lines" in p for p in problems)
-    assert any("nmt/decoder.py imports nmt.source_grad" in p for p in problems)
+    assert any("nmt/decoder.py imports nmt.engine.deferred, which defines an autograd.Function" in p for p in problems)
+    assert any(p.startswith("nmt/attention.py imports nmt.tokenizer: the paper's files") for p in problems)
+    assert "import circle: nmt.attention <-> nmt.tokenizer" in problems
+    assert "import circle: nmt.search <-> nmt.vocab" in problems
+    assert "upward import: nmt.vocab -> nmt.search (ground -> search)" in problems
     assert modules["nmt/decoder.py"]["private"] == ["ds._indices (line 64)"]
 
 

@@ -8,7 +8,8 @@ import datasets
 import pytest
 from omegaconf import OmegaConf
 
-from nmt.config import ConfigError, TrainConfig, validate
+from nmt.config import ConfigError, TrainConfig
+from nmt.config_check import validate
 from nmt.data.prepare import prepare
 from nmt.data.text import DataError
 

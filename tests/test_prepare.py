@@ -14,7 +14,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from nmt.config import DataConfig, TokenizerConfig, register, validate
+from nmt.config import DataConfig, TokenizerConfig, register
+from nmt.config_check import validate
 from nmt.data import prepare as prepare_module
 from nmt.data.corpus import load_corpus
 from nmt.data.prepare import prepare

@@ -9,7 +9,8 @@ import pytest
 import sentencepiece as spm
 from omegaconf import OmegaConf
 
-from nmt.config import ConfigError, TrainConfig, validate
+from nmt.config import ConfigError, TrainConfig
+from nmt.config_check import validate
 from nmt.data.prepare import prepare
 from nmt.sampling import training_pairs
 

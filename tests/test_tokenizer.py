@@ -199,7 +199,8 @@ def test_a_model_that_cannot_take_our_ids_or_is_no_model_is_refused_by_name(tmp_
 
 
 def test_missing_files_are_refused_before_any_data_is_read(tmp_path):
-    from nmt.config import ConfigError, TrainConfig, validate
+    from nmt.config import ConfigError, TrainConfig
+    from nmt.config_check import validate
 
     cfg = OmegaConf.structured(TrainConfig)
     cfg.tokenizer.src_model = str(tmp_path / "nowhere.model")

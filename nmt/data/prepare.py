@@ -21,7 +21,6 @@ import numpy as np
 import sentencepiece as spm
 from omegaconf import OmegaConf
 
-from nmt import __version__
 from nmt.batching import Pairs
 from nmt.cache import cache_root
 from nmt.config import DataConfig, TokenizerConfig
@@ -31,6 +30,7 @@ from nmt.data.corpus import clean_splits, load_raw
 from nmt.data.mix import entry_config, mix_train
 from nmt.data.text import DataError
 from nmt.tokenizer import Tokenizer, load_or_train
+from nmt.version import __version__
 
 log = logging.getLogger(__name__)
 

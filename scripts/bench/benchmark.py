@@ -30,7 +30,8 @@ from nmt import precision
 from nmt.batching import Batch, epoch_batches
 from nmt.build import build_model
 from nmt.checkpoint import load_model
-from nmt.config import register, validate
+from nmt.config import register
+from nmt.config_check import validate
 from nmt.data.normalize import src_normalizer
 from nmt.data.prepare import Prepared, prepare
 from nmt.decode import translate_texts

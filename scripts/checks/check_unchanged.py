@@ -19,6 +19,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -49,10 +50,18 @@ def run(code: Path, env: dict, *args: str) -> None:
         raise SystemExit(f"{code}: {' '.join(args[:3])} failed:\n{proc.stderr[-2000:]}")
 
 
+def split_layer_name(key: str) -> str:
+    """A parameter's name as the layer-per-module RNNs call it: before 1c39e86 the decoder's layers were one nn.LSTM
+    (``decoder.rnn.weight_ih_l1``, now ``decoder.rnn.1.weight_ih_l0``), so md5s compare across that change."""
+    m = re.fullmatch(r"(decoder\.rnn)\.(weight|bias)_(ih|hh)_l(\d+)", key)
+    return f"{m[1]}.{m[4]}.{m[2]}_{m[3]}_l0" if m else key
+
+
 def training(code: Path, out: Path, env: dict) -> dict:
     """The tiny run's final weights (md5 of every tensor's bytes, by name) and dev history."""
     run(code, env, "nmt.train", *TINY, f"hydra.run.dir={out}")
     weights = torch.load(out / "checkpoints" / "last.pt", weights_only=True)["model"]
+    weights = {split_layer_name(k): v for k, v in weights.items()}
     md5 = hashlib.md5(b"".join(v.numpy().tobytes() for _, v in sorted(weights.items()))).hexdigest()
     history = json.loads((out / "metrics.json").read_text())["history"]
     return {"weights_md5": md5, "history": [[r["step"], r["valid_loss"], r["valid_bleu"]] for r in history]}
