@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine (see README.md):
 #   make demo   create .venv, install, train +experiment=zh_en_local_p on the packaged Tatoeba corpus,
-#               evaluate it on the held-out test split and translate five everyday sentences
+#               evaluate it on the held-out test split, translate five everyday sentences, write the record
 #   make test   create .venv if needed, install, run the test suite
 PYTHON ?= python3
 VENV ?= .venv
@@ -21,10 +21,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
+# The demo's record (docs/results/demo_<date>.json: date, commit, CPU, updates, speed, memory, BLEU, the five
+# translations) is what the README's demo block shows once committed (scripts/records/render_records.py).
 demo: venv
 	$(PY) -m nmt.train +experiment=$(EXPERIMENT) hydra.run.dir=$(RUN)
-	$(PY) -m nmt.evaluate $(RUN) --split test --beam 5
-	$(PY) -m nmt.translate $(RUN) --beam 5 --with-source $(SENTENCES)
+	$(PY) -m nmt.evaluate $(RUN) --split test --beam 5 --json > $(RUN)/evaluate_test.json
+	$(PY) -m nmt.translate $(RUN) --beam 5 --with-source $(SENTENCES) > $(RUN)/translations.tsv
+	$(PY) scripts/records/demo_record.py $(RUN)
 
 # tests/test_page.py drives Debian's chromium through chromedriver: installed here when missing and
 # this is a root shell with apt-get (as in CI); elsewhere that test is skipped with a note.

@@ -26,8 +26,8 @@ def test_tune_search_picks_by_dev_and_keeps_the_default(tmp_path, trained_run, c
 
 
 def test_a_record_of_full_against_first_renders_one_line_a_run_and_the_means():
-    sys.path.insert(0, str(SCRIPT.parents[1] / "records"))
-    from render_quality import stop_pairs
+    sys.path.insert(0, str(SCRIPT.parents[2]))  # the repository root: scripts.*
+    from scripts.records.render_quality import stop_pairs
 
     def row(stop: str, dev: float, test: float, speed: float) -> dict:
         return {"beam": 5, "alpha": 1.0, "stop": stop, "dev_bleu": dev, "test_bleu": test, "dev_sents_per_s": speed,

@@ -93,9 +93,10 @@ def main() -> int:
     for r in rows:
         b = base[(r["split"], r["beam"], r["batch_sentences"])]
         r["speed_vs_first"], r["bleu_vs_first"] = r["sents_per_s"] / b["sents_per_s"], r["bleu"] - b["bleu"]
+    save(args.json, rec)
+    for r in rows:
         print(f"{r['precision']:<12} {r['split']:<5} beam {r['beam']} batch {r['batch_sentences']:>5}: BLEU {r['bleu']:.2f} "
               f"({r['bleu_vs_first']:+.2f}), {r['sents_per_s']:,.1f} sents/s ({r['speed_vs_first']:.2f}x)")
-    save(args.json, rec)
     return 0
 
 

@@ -85,9 +85,9 @@ def main() -> int:
     rec = record({"device": str(device), "torch": torch.__version__, "batch": args.batch, "max_len": args.max_len,
                   "layers": args.layers, "hidden": args.hidden, "dropout": args.dropout, "stacked_ms": med["stacked"] * 1e3,
                   "multi_layer_ms": med["multi_layer"] * 1e3, "stacked_over_multi_layer": med["stacked"] / med["multi_layer"]})
+    save(args.json, rec)
     print(f"encoder forward+backward, median of {args.steps}: stacked {rec['stacked_ms']:.2f} ms, "
           f"one multi-layer module {rec['multi_layer_ms']:.2f} ms, ratio {rec['stacked_over_multi_layer']:.3f}")
-    save(args.json, rec)
     return 0
 
 

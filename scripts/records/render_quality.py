@@ -1,13 +1,16 @@
-"""Renderers for the quality records of the default corpus beyond the levers: the search's settings picked on dev
-(docs/results/tune_search*.json), used by scripts/records/render_records.py (kept apart: that module is near the house's
-300-line limit)."""
+"""Renderers of quality records on the default corpus: the search's settings picked on dev (docs/results/
+tune_search*.json), the quality levers (quality_levers*.json), fine-tuning (finetune_*.json) and ``make demo``'s
+record for the README (demo_*.json, those git tracks), used by scripts/records/render_records.py."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
+from typing import Optional
 
-from render_peers import RECORDS, machine
+from scripts.records.demo_record import text
+from scripts.records.render_peers import RECORDS, machine
 
 
 def tune_search() -> str:
@@ -51,4 +54,52 @@ def stop_pairs(runs: list[dict]) -> list[str]:
     return out
 
 
-QUALITY_RENDERERS: dict[str, Callable[[], str]] = {"tune_search": tune_search}
+def finetune() -> str:
+    """scripts/quality/finetune_example.py records: a trained model on a new corpus before, fine-tuned, and from scratch."""
+    out = []
+    for path in sorted(RECORDS.glob("finetune_*.json")):
+        r = json.loads(path.read_text())
+        b = r["base_metrics"]
+        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}; base: the {r['recipe']} "
+                f"model after {b['steps']:,} updates, Tatoeba test BLEU {b['test_bleu']:.2f}):", "",
+                "| model | HSK test BLEU (beam 5) | chrF | updates on HSK |", "| --- | ---: | ---: | ---: |",
+                f"| base, as it is | {r['before']['test_bleu']:.2f} | {r['before']['test_chrf']:.2f} | 0 |"]
+        for name, label in (("finetuned", f"fine-tuned {r['minutes']:g} min"), ("scratch", f"from scratch {r['minutes']:g} min")):
+            x = r[name]
+            out.append(f"| {label} | {x['test_bleu']:.2f} | {x['test_chrf']:.2f} | {x['steps']:,} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _minus(value: float, base: Optional[float]) -> str:
+    return "" if base is None else f"{value - base:+.2f}"
+
+
+def quality_levers() -> str:
+    """scripts/quality/quality_levers.py records: a recipe with one lever pulled at a time, per seed."""
+    out = []
+    for path in sorted(RECORDS.glob("quality_levers*.json")):
+        r = json.loads(path.read_text())
+        base = {x["seed"]: x["test_bleu"] for x in r["rows"] if x["variant"] == "baseline"}
+        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}; {r['recipe']}, "
+                f"{r['minutes']:g} minutes a run):", "",
+                "| variant | seed | updates | best dev BLEU | test BLEU (beam 5) | chrF | test − baseline |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        out += [f"| {x['variant']} | {x['seed']} | failed: see its log | | | | |" if "failed" in x else
+                f"| {x['variant']} | {x['seed']} | {x['steps']:,} | {x['best_valid_bleu']:.2f} | {x['test_bleu']:.2f} | "
+                f"{x['test_chrf']:.2f} | {_minus(x['test_bleu'], base.get(x['seed']))} |" for x in r["rows"]]
+        out.append("")
+    return "\n".join(out)
+
+
+def demo() -> str:
+    """README.md: the newest demo record that git tracks (an untracked one, a demo just run, waits for its commit)."""
+    tracked = subprocess.run(["git", "ls-files", "--", "demo_*.json"], cwd=RECORDS, capture_output=True, text=True).stdout
+    records = [json.loads((RECORDS / name).read_text()) for name in tracked.split()]
+    if not records:
+        return ("No record yet: `make demo` writes one (`docs/results/demo_<date>.json`), and this block shows it once "
+                "committed.\n")
+    return text(max(records, key=lambda r: r["date"]))
+
+QUALITY_RENDERERS: dict[str, Callable[[], str]] = {"tune_search": tune_search, "quality_levers": quality_levers,
+                                                   "finetune": finetune, "demo": demo}
