@@ -21,11 +21,13 @@ sys.path.insert(0, str(REPO))  # the repository root: scripts.*
 from scripts.records.render_history import HISTORY  # noqa: E402
 from scripts.records.render_peers import PEERS_RENDERERS  # noqa: E402
 from scripts.records.render_quality import QUALITY_RENDERERS  # noqa: E402
+from scripts.records.render_serving import SERVING_HISTORY  # noqa: E402
 from scripts.records.render_speed import SPEED_RENDERERS  # noqa: E402
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 BLOCK = re.compile(r"(<!-- render: (\w+) -->\n)(.*?)(<!-- /render -->)", re.S)
-RENDERERS: dict[str, Callable[[], str]] = {**SPEED_RENDERERS, **PEERS_RENDERERS, **QUALITY_RENDERERS, **HISTORY}
+RENDERERS: dict[str, Callable[[], str]] = {**SPEED_RENDERERS, **PEERS_RENDERERS, **QUALITY_RENDERERS, **HISTORY,
+                                           **SERVING_HISTORY}
 
 
 def render(text: str, where: Path) -> str:
