@@ -179,7 +179,8 @@ def decoding_speed(model: Seq2Seq, tok, cfg: DictConfig, dev_src: list[str], dev
     return out
 
 
-def main() -> int:
+def parse() -> argparse.Namespace:
+    """The command line, checked."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", default="bench_small", help="experiment name under configs/experiment/")
     p.add_argument("--data", help="folder with train/dev.{zh,en} (default: the packaged Tatoeba corpus)")
@@ -203,7 +204,28 @@ def main() -> int:
         decode_batch(args.decode_batch, 1)
     except ValueError as e:
         p.error(f"--decode-batch: {e}")
+    return args
 
+
+def report(result: dict) -> None:
+    """The figures of a record, a line each."""
+    t, c, peaks = result["train"], result["cpu"], result["matmul_peak_gflops"]
+    print(f"{'config':<28}{result['config']} {' '.join(result['overrides'])}")
+    print(f"{'CPU':<28}{c['model']}, {c['cores']} cores, {' '.join(c['flags']) or 'no AMX/AVX-512'}; "
+          f"matmul peak fp32 {peaks['fp32']:.0f}, bf16 {peaks['bf16']:.0f} GFLOP/s")
+    print(f"{'train tgt tok/s':<28}{t['tgt_tok_per_s']:,.0f}   (src {t['src_tok_per_s']:,.0f}, "
+          f"{t['sents_per_s']:,.0f} sents/s, {t['mean_batch_sents']:.0f} sents/batch)")
+    print(f"{'  with batch building':<28}{t['tgt_tok_per_s_with_batching']:,.0f}   ({t['batching_ms_per_step']:.2f} ms a step)")
+    print(f"{'peak RSS':<28}{t['peak_rss_mb']:,.0f} MB")
+    print(f"{'model FLOPs':<28}{t['flops_per_tgt_token'] / 1e6:.1f} MFLOP/tgt token, {t['model_gflops']:.0f} GFLOP/s "
+          f"= {t['matmul_peak_fraction']:.0%} of the measured {t['matmul_peak_gflops']:.0f} GFLOP/s fp32 matmul peak")
+    for name, d in result.get("decode", {}).items():
+        print(f"{'decode ' + name:<28}{d['sents_per_s']:,.0f} sents/s   BLEU {d['bleu']:.2f}  chrF {d['chrf']:.2f}"
+              f"   ({d['precision']})")
+
+
+def main() -> int:
+    args = parse()
     cfg = compose_config(args.config, args.overrides, args.data)
     tr = cfg.trainer
     set_threads(tr.threads)
@@ -242,19 +264,7 @@ def main() -> int:
                                           batch=args.decode_batch)
 
     save(args.json, result)
-    t, c = result["train"], result["cpu"]
-    print(f"{'config':<28}{args.config} {' '.join(args.overrides)}")
-    print(f"{'CPU':<28}{c['model']}, {c['cores']} cores, {' '.join(c['flags']) or 'no AMX/AVX-512'}; "
-          f"matmul peak fp32 {peaks['fp32']:.0f}, bf16 {peaks['bf16']:.0f} GFLOP/s")
-    print(f"{'train tgt tok/s':<28}{t['tgt_tok_per_s']:,.0f}   (src {t['src_tok_per_s']:,.0f}, "
-          f"{t['sents_per_s']:,.0f} sents/s, {t['mean_batch_sents']:.0f} sents/batch)")
-    print(f"{'  with batch building':<28}{t['tgt_tok_per_s_with_batching']:,.0f}   ({t['batching_ms_per_step']:.2f} ms a step)")
-    print(f"{'peak RSS':<28}{t['peak_rss_mb']:,.0f} MB")
-    print(f"{'model FLOPs':<28}{t['flops_per_tgt_token'] / 1e6:.1f} MFLOP/tgt token, {t['model_gflops']:.0f} GFLOP/s "
-          f"= {t['matmul_peak_fraction']:.0%} of the measured {t['matmul_peak_gflops']:.0f} GFLOP/s fp32 matmul peak")
-    for name, d in result.get("decode", {}).items():
-        print(f"{'decode ' + name:<28}{d['sents_per_s']:,.0f} sents/s   BLEU {d['bleu']:.2f}  chrF {d['chrf']:.2f}"
-              f"   ({d['precision']})")
+    report(result)
     return 0
 
 

@@ -27,14 +27,17 @@ def short(cpu: dict) -> str:
 
 
 def load(pattern: str) -> list[tuple[str, dict]]:
+    """(file name, record) of every record in docs/results/ matching ``pattern``, by name."""
     return [(p.name, json.loads(p.read_text())) for p in sorted(RECORDS.glob(pattern))]
 
 
 def when(name: str, r: dict) -> str:
+    """A record's name, date and commit, as a table's first cell."""
     return f"`{name}` ({r['date'][:10]}, {r['commit'][:7]})"
 
 
 def pair(ours: float, theirs: float, fmt: str = "{:,.0f}") -> str:
+    """Ours / theirs (ours over theirs)."""
     return f"{fmt.format(ours)} / {fmt.format(theirs)} ({ours / theirs:.2f}×)"
 
 
