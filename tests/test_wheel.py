@@ -58,6 +58,8 @@ def test_the_wheel_carries_configs_and_data_inside_nmt(wheel):
         assert name in names, f"{wheel} lacks {name}"
     sums = (REPO / "data" / "tatoeba" / "SHA256SUMS").read_text().split()[1::2]
     assert {f"nmt/data/packaged/tatoeba/{n}" for n in sums} <= names, f"{wheel} lacks a split of data/tatoeba"
+    modules = {p.relative_to(REPO).as_posix() for p in (REPO / "nmt").rglob("*.py")}
+    assert not modules - names, f"{wheel} lacks {sorted(modules - names)[:5]} (pyproject.toml lists the packages)"
     stray = sorted(n for n in names if not n.startswith(("nmt/", "nmt-")))
     assert not stray, f"{wheel} installs beside nmt: {stray[:5]}"  # no top-level configs/ or data/ in site-packages
 
