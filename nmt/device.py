@@ -36,11 +36,26 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+_SET_UP: dict[str, int] = {}  # "threads": what set_threads last chose in this process (none: not set up yet)
+
+
 def set_threads(threads: int = 0) -> None:
     """One intra-op thread per core (0 = all cores); inter-op work is not worth a thread here. Also
-    ``keep_freed_memory``: every command that computes starts here."""
-    torch.set_num_threads(max(1, threads or available_cores()))
+    ``keep_freed_memory``: every command that computes starts here (``Translator.load`` through ``setup_process``)."""
+    _SET_UP["threads"] = max(1, threads or available_cores())
+    torch.set_num_threads(_SET_UP["threads"])
     keep_freed_memory()
+
+
+def setup_process() -> bool:
+    """Set this process up as the commands do, ``set_threads(0)``, unless ``set_threads`` already ran in it: a
+    command's own, the server's single thread or a script's ``--threads`` stay as chosen, so nothing is set twice
+    two ways. ``Translator.load`` calls it, so that a Python caller decodes as fast as the commands, with as few page
+    faults (scripts/bench/benchmark_api.py measures both). True if it set the process up here."""
+    if _SET_UP:
+        return False
+    set_threads(0)
+    return True
 
 
 def keep_freed_memory() -> bool:

@@ -5,6 +5,10 @@
         print(t.text, t.score, [(h.text, h.score) for h in t.nbest])
     scores = tr.evaluate(["我爱你。"], [["I love you."]])     # BLEU, chrF, signatures, hypotheses
 
+``Translator.load`` sets the process up as the commands do (a thread per core, glibc keeping freed blocks:
+``nmt.device.setup_process``), unless ``nmt.device.set_threads`` already ran; ``setup_process=False`` leaves threads
+and the allocator to a caller that manages them itself. ``Translator(...)`` itself sets nothing up.
+
 One model (or an ensemble sharing one vocabulary) with its tokenizer and normalization: raw lines in,
 translations, n-best lists, attention and scores out. ``nmt.translate``, ``nmt.evaluate``, the server's
 torch engine and training's validation all decode through it.
@@ -24,6 +28,7 @@ import torch
 from nmt.data.normalize import src_normalizer
 from nmt.decode import align, load_models, translate_nbest
 from nmt.device import PRECISIONS, pick_device
+from nmt.device import setup_process as setup_threads_and_memory
 from nmt.metrics import Scores, score
 from nmt.model import Seq2Seq
 from nmt.search import STOPS
@@ -107,10 +112,14 @@ class Translator:
 
     @classmethod
     def load(cls, model: Union[str, Path, Sequence[Union[str, Path]]], device: str = "auto",
-             precision: str = "fp32") -> Translator:
+             precision: str = "fp32", setup_process: bool = True) -> Translator:
         """A run folder (its ``checkpoints/best.pt``) or checkpoint file, or several to ensemble (one vocabulary);
         ``device``: auto, cpu, cuda, cuda:N; ``precision``: fp32, bf16, bf16_output or int8 (nmt.device.PRECISIONS;
-        int8 on the CPU only, where ``auto`` picks it)."""
+        int8 on the CPU only, where ``auto`` picks it). ``setup_process``: first set the process up as the commands
+        do, so the API decodes as fast as they do (``nmt.device.setup_process``: a thread per core and glibc keeping
+        freed blocks, unless ``set_threads`` already ran); False touches neither threads nor the allocator."""
+        if setup_process:
+            setup_threads_and_memory()
         paths = [str(model)] if isinstance(model, (str, Path)) else [str(p) for p in model]
         dev = torch.device("cpu") if precision == "int8" and device == "auto" else pick_device(device)
         models, tok, cfg = load_models(paths, dev, precision)

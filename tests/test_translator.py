@@ -48,7 +48,7 @@ def test_evaluate_scores_what_it_translates(translator):
     s = translator.evaluate(src, [refs], beam=2)
     assert s.hypotheses == [t.text for t in translator.translate(src, beam=2)]
     assert s.bleu == pytest.approx(sacrebleu.corpus_bleu(s.hypotheses, [refs]).score)
-    assert "tok:13a" in s.bleu_signature and 0 <= s.chrf <= 100
+    assert "tok:13a" in s.bleu_signature and s.chrf == pytest.approx(sacrebleu.corpus_chrf(s.hypotheses, [refs]).score)
 
 
 def test_an_ensemble_of_one_model_twice_translates_like_it(translator, trained_run):
@@ -83,3 +83,31 @@ def test_import_nmt_alone_does_not_import_torch():
     """``import nmt`` stays light (the ONNX runtime and the page do not need torch); the API loads on first use."""
     code = "import sys, nmt; assert 'torch' not in sys.modules; from nmt import Translator; assert 'torch' in sys.modules"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0
+
+
+SETUP = """
+import os, sys, torch
+import nmt.device
+from nmt import Translator
+os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])  # the cores this process is given: one
+calls = []
+keep = nmt.device.keep_freed_memory
+nmt.device.keep_freed_memory = lambda: calls.append(1) or keep()
+torch.set_num_threads(3)  # torch's own choice, as a caller who never set anything up finds it
+if sys.argv[2] == "set_threads_first":
+    nmt.device.set_threads(2)  # as the commands, the server (1) and the scripts' --threads do before loading
+Translator.load(sys.argv[1], "cpu", setup_process=sys.argv[2] != "off")
+print(torch.get_num_threads(), len(calls))
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+@pytest.mark.parametrize("how, expected", [("on", "1 1"), ("off", "3 0"), ("set_threads_first", "2 1")])
+def test_load_sets_the_process_up_as_the_commands_do(trained_run, cli_env, how, expected):
+    """Translator.load gives a fresh process a thread per core it was given and glibc keeping freed blocks, as the
+    commands have; setup_process=False touches neither; a process already set up by set_threads keeps its threads,
+    and the allocator is set once."""
+    proc = subprocess.run([sys.executable, "-c", SETUP, str(trained_run), how], capture_output=True, text=True,
+                          env=cli_env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == expected.split()
