@@ -37,7 +37,7 @@ def rotate_checkpoints(snapshot: dict, ckpt_dir: Path, step: int, improved: bool
         if keep_best > 1:
             checkpoint.save(snapshot, ckpt_dir / f"best_step{step:08d}.pt")
             ranked = sorted(ckpt_dir.glob("best_step*.pt"), key=lambda p: checkpoint.load(p)["best_bleu"])
-            for old in ranked[: -(keep_best - 1)]:
+            for old in ranked[:-keep_best]:  # keep_best of them; best.pt is the best one again
                 old.unlink()
     if keep_last:
         checkpoint.save(snapshot, ckpt_dir / f"step{step:08d}.pt")

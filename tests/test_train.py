@@ -270,14 +270,28 @@ def test_auto_precision_is_chosen_once_and_a_resumed_run_keeps_it(digits_dir, tm
 
 
 def test_keep_best_and_last_and_full_dev_at_the_end(digits_dir, tmp_path):
-    """keep_last=2 keeps the two newest step checkpoints, keep_best=2 the two best; with a dev
-    subsample for frequent validation, the whole dev split is scored once at the end."""
+    """keep_last=2 keeps the two newest step checkpoints, keep_best=2 the two last new bests (best.pt is the
+    best); with a dev subsample for frequent validation, the whole dev split is scored once at the end."""
+    from nmt import Translator
+    from nmt.data.corpus import load_corpus
+
     run = tmp_path / "r"
-    metrics = train(digits_cfg(digits_dir, max_steps=20, valid_every=4, test_beam=0, keep_last=2, keep_best=2,
-                               valid_max_sentences=10), run)
-    assert sorted(p.name for p in (run / "checkpoints").glob("step*.pt")) == ["step00000016.pt", "step00000020.pt"]
-    assert len(list((run / "checkpoints").glob("best_step*.pt"))) <= 2
-    assert "full_dev_bleu" in metrics
+    cfg = digits_cfg(digits_dir, max_steps=40, valid_every=4, test_beam=0, keep_last=2, keep_best=2, valid_max_sentences=10)
+    metrics = train(cfg, run)
+    ckpts = run / "checkpoints"
+    assert sorted(p.name for p in ckpts.glob("step*.pt")) == ["step00000036.pt", "step00000040.pt"]
+    best, improved = -1.0, []  # the validations that beat every one before them (TrainingState.best_bleu starts at -1)
+    for h in metrics["history"]:
+        if h["valid_bleu"] > best:
+            best, improved = h["valid_bleu"], [*improved, h]
+    assert len(improved) >= 3, [h["valid_bleu"] for h in metrics["history"]]  # so that one was dropped
+    two_best = sorted(improved, key=lambda h: h["valid_bleu"])[-2:]
+    assert sorted(p.name for p in ckpts.glob("best_step*.pt")) == [f"best_step{h['step']:08d}.pt" for h in two_best]
+    assert checkpoint.load(ckpts / "best.pt")["step"] == two_best[-1]["step"]
+    dev = load_corpus(cfg.data, need=("dev",), splits=("dev",))["dev"]
+    assert len(dev) > 10  # more than validation scored
+    full = Translator.load(ckpts / "best.pt", "cpu").evaluate(list(dev["src"]), [list(dev["tgt"])], beam=cfg.trainer.valid_beam)
+    assert metrics["full_dev_bleu"] == pytest.approx(full.bleu)
 
 
 @pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")), reason="torch.compile on CPU needs a C++ compiler")
