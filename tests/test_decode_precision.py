@@ -114,14 +114,23 @@ def test_translate_cli_prints_one_line_per_input(checkpoint, run_cli, explain, p
 
 
 @pytest.mark.parametrize("precision", ["bf16", "int8"])
-def test_evaluate_cli_reports_its_precision(checkpoint, run_cli, explain, tmp_path, precision):
-    src, ref = tmp_path / "dev.zh", tmp_path / "dev.en"
-    src.write_text("老师，您好！\n图书馆在学校里边。\n", encoding="utf-8")
-    ref.write_text("Hello, teacher!\nThe library is inside the school.\n", encoding="utf-8")
-    proc = run_cli("nmt.evaluate", checkpoint, "--src", src, "--ref", ref, "--beam", "2", "--precision", precision, "--json")
+def test_evaluate_cli_decodes_at_its_precision(checkpoint, run_cli, explain, tmp_path, precision):
+    """nmt.evaluate --precision writes the API's hypotheses at that precision, not fp32's (they differ on these lines
+    for this model), and scores them as the API does."""
+    from nmt import Translator
+
+    lines, refs = ["老师，您好！", "图书馆在学校里边。"], ["Hello, teacher!", "The library is inside the school."]
+    src, ref, hyp = tmp_path / "dev.zh", tmp_path / "dev.en", tmp_path / "dev.hyp"
+    src.write_text("".join(s + "\n" for s in lines), encoding="utf-8")
+    ref.write_text("".join(s + "\n" for s in refs), encoding="utf-8")
+    proc = run_cli("nmt.evaluate", checkpoint, "--src", src, "--ref", ref, "--beam", "2", "--precision", precision,
+                   "--json", "--output", hyp)
     assert proc.returncode == 0, explain(proc)
     row = json.loads(proc.stdout)
-    assert row["precision"] == precision and row["sentences"] == 2 and math.isfinite(row["bleu"])
+    api = Translator.load(checkpoint, "cpu", precision).evaluate(lines, [refs], beam=2)
+    assert hyp.read_text(encoding="utf-8").splitlines() == api.hypotheses
+    assert api.hypotheses != [t.text for t in Translator.load(checkpoint, "cpu").translate(lines, beam=2)]
+    assert (row["precision"], row["sentences"], row["bleu"], row["chrf"]) == (precision, 2, api.bleu, api.chrf)
 
 
 @pytest.mark.parametrize("tool", ["translate", "evaluate"])
@@ -159,8 +168,15 @@ def test_benchmark_evaluate_records_each_precision_per_set(checkpoint, cli_env, 
     r = json.loads(record.read_text())
     assert [(x["precision"], x["set"]) for x in r["rows"]] == [("fp32", "dev"), ("fp32", "test"), ("int8", "dev"),
                                                                ("int8", "test")]
-    for x in r["rows"]:
-        assert len(x["sents_per_s"]) == 1 and x["median"] > 0 and math.isfinite(x["bleu"])
+    from nmt import Translator
+    from nmt.data.corpus import load_corpus
+
+    api = {p: Translator.load(checkpoint, "cpu", p) for p in ("fp32", "int8")}
+    data = load_corpus(api["fp32"].config.data, need=("dev", "test"), splits=("dev", "test"))
+    for x in r["rows"]:  # the command's BLEU: the API's at that precision
+        split = data[x["set"]]
+        assert x["bleu"] == api[x["precision"]].evaluate(list(split["src"]), [list(split["tgt"])], beam=2).bleu
+        assert len(x["sents_per_s"]) == 1 and x["median"] > 0
     fp32_dev, int8_dev = r["rows"][0], r["rows"][2]
     assert fp32_dev["speed_vs_first"] == 1.0 and int8_dev["speed_vs_first"] == int8_dev["median"] / fp32_dev["median"]
     assert r["cpu"]["cores"] >= 1 and r["commit"] and r["splits"] == ["dev", "test"]

@@ -124,11 +124,20 @@ def test_the_python_api_translates_in_int8_close_to_fp32(checkpoint):
 
 
 def test_the_server_engine_decodes_in_int8(checkpoint):
+    """The server's torch engine at int8 answers what the int8 API translates, n-best texts and scores, and they are
+    not fp32's: the engine decoded in int8."""
+    from nmt import Translator
     from nmt.serve.engines import TorchEngine
 
+    def answers(translator: Translator) -> list[list[tuple[str, float]]]:
+        return [[(h.text, round(h.score, 4)) for h in t.nbest] for t in translator.translate(SENTENCES, beam=2, n_best=2)]
+
     engine = TorchEngine(str(checkpoint), "auto", "int8", threads=1)
-    out = engine.translate(SENTENCES, beam=2, n_best=1, attention=False)
-    assert engine.info["precision"] == "int8" and len(out) == len(SENTENCES)
+    out = engine.translate(SENTENCES, beam=2, n_best=2, attention=False)
+    int8 = answers(Translator.load(checkpoint, precision="int8"))
+    assert [[(h["tgt"], h["score"]) for h in r["n_best"]] for r in out] == int8
+    assert [r["src"] for r in out] == SENTENCES and engine.info["precision"] == "int8"
+    assert int8 != answers(Translator.load(checkpoint, precision="fp32"))
 
 
 def test_loading_for_int8_says_when_activations_keep_7_bits(checkpoint, monkeypatch, caplog):

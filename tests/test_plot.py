@@ -37,18 +37,23 @@ def test_missing_font_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_translate_plots_and_prints_attention(trained_run, run_cli, tmp_path, explain):
+    """--print-attention pairs each target piece j with the source piece i it attended most: the argmax of the API's
+    attention over the same translation, row by row."""
+    from nmt import Translator
+
     out = tmp_path / "plots"
     proc = run_cli("nmt.translate", trained_run, *SENTENCES, "--beam", "2", "--plot-attention", out,
                    "--print-attention")
     assert proc.returncode == 0, explain(proc)
     lines = proc.stdout.splitlines()
     assert len(lines) == len(SENTENCES)
-    for line in (lines[0], lines[2]):
-        hyp, pairs = line.split(" ||| ")
-        n_src = 20  # far above the pieces of these sentences
-        for pair in pairs.split():
-            i, j = map(int, pair.split("-"))
-            assert 0 <= i < n_src and j >= 0
+    api = Translator.load(trained_run, "cpu")
+    for k in (0, 2):
+        hyp, pairs = lines[k].split(" ||| ")
+        assert hyp == api.translate([SENTENCES[k]], beam=2)[0].text
+        weights = api.attention(SENTENCES[k], hyp).weights  # (target pieces + </s>, source pieces)
+        expected = [f"{np.argmax(row)}-{j}" for j, row in enumerate(weights[:-1])]  # </s> has no pair
+        assert pairs.split() == expected and expected
     assert lines[1] == " ||| "
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert pngs == ["000000.png", "000001.png", "000002.png"]  # the empty line too: its </s> row
