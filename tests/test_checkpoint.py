@@ -10,9 +10,9 @@ from omegaconf import OmegaConf
 
 import nmt.checkpoint as ckpt_mod
 from nmt.batching import make_batch
+from nmt.build import build_model
 from nmt.checkpoint import CheckpointError, load, load_model, resolve, save
 from nmt.config import to_dict
-from nmt.build import build_model
 
 
 class NotATensor:

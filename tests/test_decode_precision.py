@@ -15,10 +15,10 @@ import torch
 from omegaconf import OmegaConf
 
 import nmt.device
+from nmt.build import build_model
 from nmt.checkpoint import save
 from nmt.config import MODES, SCORES, to_dict
 from nmt.decode import translate_nbest
-from nmt.build import build_model
 
 SENTENCES = ["老师，您好！", "图书馆在学校里边。", "", "我今天很忙，明天再说吧。"]
 

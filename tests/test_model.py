@@ -9,8 +9,8 @@ import torch
 from omegaconf import OmegaConf
 
 from nmt.batching import make_batch
-from nmt.config import ConfigError, ModelConfig
 from nmt.build import build_model
+from nmt.config import ConfigError, ModelConfig
 from nmt.tokenizer import BOS
 
 SRC_V, TGT_V = 23, 19

@@ -16,9 +16,9 @@ from omegaconf import OmegaConf
 
 from nmt import checkpoint
 from nmt.batching import make_batch, train_batches
+from nmt.build import build_model
 from nmt.config import ConfigError, ModelConfig
 from nmt.data.text import DataError
-from nmt.build import build_model
 from nmt.search import greedy
 from nmt.train import train
 from nmt.update import batch_loss
