@@ -35,7 +35,7 @@ from torch import nn
 from nmt.config import MODES, SCORES
 
 # local modes gather the window once the source is this many windows long; on 2 CPU cores gathering did
-# not pay even at 200 positions (scripts/bench/benchmark_local.py)
+# not pay even at 200 positions (record history_attention_local.json; its script retired after 303efda)
 GATHER_ABOVE = 20.0
 
 

@@ -140,7 +140,7 @@ def history_attention() -> str:
 
 
 def history_attention_local() -> str:
-    """attention.md, scripts/bench/benchmark_local.py: step time of global and local attention by source length."""
+    """attention.md, scripts/bench/benchmark_local.py (retired): step time of global and local attention by source length."""
     rows = ["| source length | global s/step | local-m | local-p | local-p gathered | local-p / global |",
             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
     rows += [row(x["length"], f"{x['global_s']:.3f}", f"{x['local_m_s']:.3f}", f"{x['local_p_s']:.3f}",
