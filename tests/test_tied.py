@@ -9,7 +9,8 @@ from helpers import digits_cfg, export_cfg
 from omegaconf import OmegaConf
 
 from nmt.batching import make_batch
-from nmt.config import ConfigError, TrainConfig, validate
+from nmt.config import ConfigError, TrainConfig
+from nmt.config_check import validate
 from nmt.int8 import int8_model
 from nmt.search import beam_search
 from nmt.tied import TiedOutput
