@@ -101,5 +101,24 @@ def demo() -> str:
                 "committed.\n")
     return text(max(records, key=lambda r: r["date"]))
 
+def by_length() -> str:
+    """scripts/quality/by_length.py records: BLEU per source-length bucket, a row per run and split."""
+    out = []
+    for path in sorted(RECORDS.glob("by_length*.json")):
+        r = json.loads(path.read_text())
+        buckets = list(dict.fromkeys(b["bucket"] for run in r["runs"] for x in run["rows"] for b in x["by_length"]))
+        out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}; beam {r['beam']}), BLEU by "
+                "source length in pieces (sentences in the bucket):", "",
+                "| attention | updates | split | all | " + " | ".join(buckets) + " |",
+                "| --- | ---: | --- | ---: |" + " ---: |" * len(buckets)]
+        for run in r["runs"]:
+            for x in run["rows"]:
+                cells = {b["bucket"]: f"{b['bleu']:.2f} ({b['sentences']})" for b in x["by_length"]}
+                out.append(f"| {run['score']}, {run['mode']} | {run['steps']:,} | {x['set']} | {x['bleu']:.2f} | "
+                           + " | ".join(cells.get(b, "–") for b in buckets) + " |")
+        out.append("")
+    return "\n".join(out) if out else "No record yet: scripts/quality/by_length.py writes one.\n"
+
+
 QUALITY_RENDERERS: dict[str, Callable[[], str]] = {"tune_search": tune_search, "quality_levers": quality_levers,
-                                                   "finetune": finetune, "demo": demo}
+                                                   "finetune": finetune, "demo": demo, "by_length": by_length}
