@@ -168,7 +168,8 @@ def evaluate_precision() -> str:
 
 
 def int8_matmul() -> str:
-    """scripts/bench/benchmark_int8_matmul.py records (the script retired, its records kept): each kind of matmul against fp32 at decoding shapes."""
+    """scripts/bench/benchmark_int8_matmul.py records (the script retired, its records kept): each kind of matmul
+    against fp32 at decoding shapes."""
     def kinds(r: dict) -> list[str]:
         return list(r["rows"][0]["ms"])
 
@@ -223,7 +224,8 @@ def gpu_check() -> str:
 
 
 def output_chunks() -> str:
-    """scripts/bench/benchmark_output_chunks.py records (the script retired, its records kept): the search's output layer in blocks against one block."""
+    """scripts/bench/benchmark_output_chunks.py records (the script retired, its records kept): the search's output
+    layer in blocks against one block."""
     def row(r: dict, x: dict) -> str:
         fps, mb, (lo, hi) = x["sents_per_s"], x["peak_mb"], x["ratio_range"]
         return (f"| {x['precision']} | {x['beam']} | {fps['one']:,.0f} | {fps['blocks']:,.0f} | {x['paired_ratio']:.2f}× "
