@@ -36,6 +36,8 @@ class FastDecoder(Decoder):
         self.loop_step = CompiledStep(self._step) if compile_step else self._step
 
     def source(self, memory: torch.Tensor, mask: torch.Tensor, lens: torch.Tensor) -> Source:
+        if self._searching():  # once a batch, not at every step: the cached weights checked against the parameters
+            self.search_cache.get(self)
         keys = self.attention.keys(memory)
         if torch.is_grad_enabled():  # used at every step: their gradients summed once per batch
             keys, memory = (deferred.tap(memory),) * 2 if keys is memory else (deferred.tap(keys), deferred.tap(memory))
@@ -66,8 +68,11 @@ class FastDecoder(Decoder):
     def advance(self, y_prev: torch.Tensor, feed: torch.Tensor, state: State, src: Source, position: torch.Tensor
                 ) -> tuple[torch.Tensor, State, torch.Tensor, Optional[torch.Tensor]]:
         """``Decoder.advance``; rows may be k hypotheses a sentence of ``src`` (beam search's layout)."""
-        cached = not self.training and not torch.onnx.is_in_onnx_export()  # an export traces the weights' maths
-        w, table, _ = self.search_cache.get(self) if cached else (self.step_weights(), None, None)
+        cache = self.search_cache
+        if not self._searching():  # training, or an export, which traces the weights' maths
+            w, table = self.step_weights(), None
+        else:  # checked once a batch in ``source``; built here if cleared since
+            w, table, _ = cache.get(self) if cache.key is None else (cache.w, cache.table, None)
         if table is not None:
             x = table.index_select(0, y_prev)  # (batch, 4H)
         else:
@@ -79,13 +84,20 @@ class FastDecoder(Decoder):
 
     def log_probs(self, feed: torch.Tensor, bf16_output: bool = False) -> torch.Tensor:
         """``Decoder.log_probs``, with W_s's bf16 copy made once (in eval mode) for ``bf16_output``."""
-        out = self.search_cache.get(self, True)[2] if bf16_output and not self.training else None
+        out = None
+        if bf16_output and not self.training:
+            cached = self.search_cache
+            out = cached.out_bf16 if cached.key is not None and cached.out_bf16 is not None else cached.get(self, True)[2]
         logits = self.out(feed) if out is None else out(feed.to(torch.bfloat16))
         return torch.log_softmax(logits.squeeze(1).float(), dim=-1)
 
     def attend(self, h: torch.Tensor, src: Source, positions: torch.Tensor) -> Attended:
         c, a, p = self.attention(h, src.keys, src.memory, src.mask, src.lens, positions)
         return self.dropout(pointwise.tanh(self.W_c(torch.cat([c, h], -1)))), a, p
+
+    def _searching(self) -> bool:
+        """Whether steps read the search's cached weights: in eval mode, outside an ONNX export."""
+        return not self.training and not torch.onnx.is_in_onnx_export()
 
     def step_weights(self) -> Optional[Weights]:
         """The per-layer [input; h] weights of the written-out LSTM step (None for GRU and RNN)."""
