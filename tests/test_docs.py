@@ -51,3 +51,13 @@ def test_the_ratio_to_the_fastest_peer_pairs_each_round_with_its_fastest_setting
     assert [(x["peer"], x["peer_batch"], x["ratio"], x["range"]) for x in got.values()] == [
         ("eole", "default", 2.0, (1.5, 3.0)), ("eole", "default", 2.5, (1.25, 5.0))]
     assert (got["default"]["ours"], got["default"]["theirs"]) == (400, 200)
+
+
+def test_a_record_that_carries_what_it_shows_renders_it(monkeypatch):
+    """scripts/records/render_records.py: a record's ``shown`` parts (paragraph, list, table) as the docs write them."""
+    monkeypatch.syspath_prepend(str(REPO))
+    from scripts.records.render_records import part
+
+    assert part("one " * 30) == "one " * 24 + "one\n" + ("one " * 5).strip()
+    assert part({"items": ["a", "b"]}) == "- a\n- b"
+    assert part({"columns": ["x", "y"], "align": "lr", "rows": [["1", ""]]}) == "| x | y |\n| --- | ---: |\n| 1 | |"

@@ -1,6 +1,6 @@
 """Renderers of the records measured beside the peers: side-by-side rounds (docs/results/side_by_side*.json),
-decoding sittings from trained models (peer_decode*.json), the finished study of the BLEU gap to Eole
-(gap_ablation*.json, swap_search*.json) and the README's table at matched settings."""
+decoding sittings from trained models (peer_decode*.json) and the README's table at matched settings (the finished
+study of the BLEU gap to Eole renders from the record of its end, gap_study_summary.json)."""
 
 from __future__ import annotations
 
@@ -103,40 +103,6 @@ def decode_side_by_side() -> str:
     return "\n".join(rows) + "\n"
 
 
-SEED_GROUPS = {  # the runs on the peers' pieces with Eole's batches, nothing skipped, 8,400 updates
-    "Eole 0.6.4 on its own batch stream": ["eole_keep_duplicates_steps", "eole_keep_duplicates_steps_eos_divisor",
-                                           "eole_keep_duplicates_steps_s43", "eole_keep_duplicates_steps_s44"],
-    "ours on Eole's own stream": ["eole_stream_harness_spm", "eole_stream_harness_spm_s43", "eole_stream_harness_spm_s44"],
-    "ours on our imitation of it": ["eole_batches_harness_spm", "eole_batches_harness_spm_eole_divisor",
-                                    "eole_batches_harness_spm_s43", "eole_batches_harness_spm_s44"],
-}
-
-
-def peer_gap() -> str:
-    """The gap study's end (gap_ablation*.json, swap_search.json): each side's runs on the same batch stream, mean
-    and spread of beam-5 BLEU; and each side's weights under each side's search."""
-    found: dict[str, tuple[str, dict]] = {}
-    for name, r in load("gap_ablation*.json"):
-        found.update({v: (name, row) for v, row in [*r["rows"].items(), *r.get("peer_rows", {}).items()]})
-    out = ["| runs (8,400 updates, the peers' pieces, Eole's batches) | records | beam 5: mean (sd, range) | greedy: mean |",
-           "| --- | --- | ---: | ---: |"]
-    for group, names in SEED_GROUPS.items():
-        runs = [found[n] for n in names if n in found]
-        beam, greedy = [x["bleu_beam5"] for _, x in runs], [x["bleu_greedy"] for _, x in runs]
-        out.append(f"| {group}: {len(runs)} runs | {', '.join(sorted({f'`{r}`' for r, _ in runs}))} | "
-                   f"{statistics.fmean(beam):.2f} ({statistics.stdev(beam):.2f}, {min(beam):.2f}–{max(beam):.2f}) | "
-                   f"{statistics.fmean(greedy):.2f} |")
-    name, r = load("swap_search.json")[0]
-    cell = {(x["weights"], x["search"], x["decode"], x["batch"]): x for x in r["rows"]}
-    out += ["", f"| weights ({when(name, r)}) | our beam 5 | Eole's beam 5 | greedy: the same translations |",
-            "| --- | ---: | ---: | ---: |"]
-    for w, label in (("ours", "ours"), ("eole", "Eole 0.6.4's")):
-        out.append(f"| {label} | {cell[(w, 'ours', 'beam5', 'default')]['bleu']:.2f} | "
-                   f"{cell[(w, 'eole', 'beam5', 'default')]['bleu']:.2f} | "
-                   f"{cell[(w, 'eole', 'greedy', 'sents:1')]['same_as_our_greedy']:.1%} |")
-    return "\n".join(out) + "\n"
-
-
 def readme_peers() -> str:
     """README.md: every side-by-side round at matched decoding batches, ours over the peer's, BLEU at each side's own
     decoding batches where the round has them; the seed caveat."""
@@ -163,4 +129,4 @@ def readme_peers() -> str:
 
 
 PEERS_RENDERERS: dict[str, Callable[[], str]] = {"side_by_side": side_by_side, "decode_side_by_side": decode_side_by_side,
-                                                 "peer_gap": peer_gap, "readme_peers": readme_peers}
+                                                 "readme_peers": readme_peers}

@@ -5,29 +5,63 @@
 
 A block's NAME picks a renderer; each reads the records (JSON written by a script in the tree through
 scripts/records/record.py, with date, commit, command and machine) and returns Markdown. The blocks live in
-README.md and docs/*.md.
+README.md and docs/*.md. A record that carries what it shows (figures transcribed from older docs, a finished
+study's summary) names its blocks itself: ``"shown": {NAME: [part, ...]}``, each part a paragraph (a string), a
+list (``{"items": [...]}``) or a table (``{"columns": [...], "align": "lrr", "rows": [[...], ...]}``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # the repository root: scripts.*
-from scripts.records.render_history import HISTORY  # noqa: E402
 from scripts.records.render_peers import PEERS_RENDERERS  # noqa: E402
 from scripts.records.render_quality import QUALITY_RENDERERS  # noqa: E402
-from scripts.records.render_serving import SERVING_HISTORY  # noqa: E402
 from scripts.records.render_speed import SPEED_RENDERERS  # noqa: E402
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 BLOCK = re.compile(r"(<!-- render: (\w+) -->\n)(.*?)(<!-- /render -->)", re.S)
-RENDERERS: dict[str, Callable[[], str]] = {**SPEED_RENDERERS, **PEERS_RENDERERS, **QUALITY_RENDERERS, **HISTORY,
-                                           **SERVING_HISTORY}
+
+
+def wrap(text: str, bullet: bool = False) -> str:
+    """A paragraph (or a list item) wrapped as the docs wrap theirs."""
+    return textwrap.fill(text, 100, initial_indent="- " if bullet else "", subsequent_indent="  " if bullet else "",
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def part(p: str | dict) -> str:
+    """One part of a record's ``shown`` block as Markdown: a paragraph, a list or a table."""
+    if isinstance(p, str):
+        return wrap(p)
+    if "items" in p:
+        return "\n".join(wrap(x, True) for x in p["items"])
+    align = "| " + " | ".join("---:" if a == "r" else "---" for a in p["align"]) + " |"
+    return "\n".join([row(p["columns"]), align, *(row(cells) for cells in p["rows"])])
+
+
+def row(cells: list[str]) -> str:
+    """A table row (an empty string: an empty cell)."""
+    return "|" + "".join(f" {c} |" if c else " |" for c in cells)
+
+
+def shown() -> dict[str, Callable[[], str]]:
+    """A renderer for every block that a record in docs/results/ carries under ``shown``."""
+    out = {}
+    for path in sorted((REPO / "docs" / "results").glob("*.json")):
+        r = json.loads(path.read_text(encoding="utf-8"))
+        for name, parts in (r.get("shown", {}) if isinstance(r, dict) else {}).items():
+            out[name] = lambda parts=parts: "\n\n".join(part(p) for p in parts) + "\n"
+    return out
+
+
+RENDERERS: dict[str, Callable[[], str]] = {**SPEED_RENDERERS, **PEERS_RENDERERS, **QUALITY_RENDERERS, **shown()}
 
 
 def render(text: str, where: Path) -> str:
