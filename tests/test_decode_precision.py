@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -157,28 +155,3 @@ def test_bf16_on_a_cpu_without_native_bf16_warns(monkeypatch, caplog):
     caplog.clear()
     nmt.device.warn_slow_bf16(cpu, "bf16")
     assert not caplog.records
-
-
-def test_benchmark_evaluate_records_each_precision_per_set(checkpoint, cli_env, explain, tmp_path):
-    record = tmp_path / "evaluate.json"
-    cmd = [sys.executable, "scripts/bench/benchmark_evaluate.py", str(checkpoint), "--splits", "dev,test", "--beam", "2",
-           "--precisions", "fp32,int8", "--rounds", "1", "--json", str(record)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=cli_env, timeout=600)
-    assert proc.returncode == 0, explain(proc)
-    r = json.loads(record.read_text())
-    assert [(x["precision"], x["set"]) for x in r["rows"]] == [("fp32", "dev"), ("fp32", "test"), ("int8", "dev"),
-                                                               ("int8", "test")]
-    from nmt import Translator
-    from nmt.data.corpus import load_corpus
-
-    api = {p: Translator.load(checkpoint, "cpu", p) for p in ("fp32", "int8")}
-    data = load_corpus(api["fp32"].config.data, need=("dev", "test"), splits=("dev", "test"))
-    for x in r["rows"]:  # the command's BLEU: the API's at that precision
-        split = data[x["set"]]
-        assert x["bleu"] == api[x["precision"]].evaluate(list(split["src"]), [list(split["tgt"])], beam=2).bleu
-        assert len(x["sents_per_s"]) == 1 and x["median"] > 0
-    fp32_dev, int8_dev = r["rows"][0], r["rows"][2]
-    assert fp32_dev["speed_vs_first"] == 1.0 and int8_dev["speed_vs_first"] == int8_dev["median"] / fp32_dev["median"]
-    assert r["cpu"]["cores"] >= 1 and r["commit"] and r["splits"] == ["dev", "test"]
-    bad = subprocess.run([*cmd[:3], "--precisions", "fp32,int4"], capture_output=True, text=True, cwd=REPO, env=cli_env)
-    assert bad.returncode == 2 and "int4" in bad.stderr

@@ -55,7 +55,8 @@ def stop_pairs(runs: list[dict]) -> list[str]:
 
 
 def finetune() -> str:
-    """scripts/quality/finetune_example.py records: a trained model on a new corpus before, fine-tuned, and from scratch."""
+    """scripts/quality/finetune_example.py records (the script retired, its records kept): a trained model on a new
+    corpus before, fine-tuned, and from scratch."""
     out = []
     for path in sorted(RECORDS.glob("finetune_*.json")):
         r = json.loads(path.read_text())

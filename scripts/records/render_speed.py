@@ -155,7 +155,8 @@ def decode_precision() -> str:
 
 
 def evaluate_precision() -> str:
-    """scripts/bench/benchmark_evaluate.py records: ``nmt.evaluate``'s own sentences/s and BLEU per precision, per set."""
+    """scripts/bench/benchmark_evaluate.py records (the script retired, its records kept): ``nmt.evaluate``'s own
+    sentences/s and BLEU per precision, per set."""
     def row(r: dict, x: dict) -> str:
         passes = ", ".join(f"{v:,.1f}" for v in x["sents_per_s"])
         return (f"| {x['precision']} | {x['set']} | {x['bleu']:.2f} | {x['bleu_vs_first']:+.2f} | {passes} | "
