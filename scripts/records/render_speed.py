@@ -4,10 +4,9 @@ scripts/records/render_records.py."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
-from scripts.records.render_peers import RECORDS, load, machine, short, when
+from scripts.records.render_peers import load, machine, short, when
 
 
 def cpu_of(r: dict) -> dict:
@@ -42,8 +41,7 @@ def soak() -> str:
     """The soak checks: kills survived per scenario and what was compared."""
     rows = ["| record | scenario | kills | launches | result | figures |", "| --- | --- | ---: | ---: | --- | --- |"]
     machines = set()
-    for path in sorted(RECORDS.glob("soak_resume*.json")):
-        r = json.loads(path.read_text())
+    for path_name, r in load("soak_resume*.json"):
         for name, s in r["scenarios"].items():
             if name == "time":
                 figures = (f"clock {s['train_seconds']:.2f} s for {s['budget_s']:.0f} s ({s['steps']:,} updates of "
@@ -51,7 +49,7 @@ def soak() -> str:
                            f"{s['lr_largest_rise']:+.2g}")
             else:
                 figures = f"{s['final_step']} of {s['steps']} steps; tensors differing: {len(s['tensors_differing'])}"
-            rows.append(f"| `{path.name}` ({r['date'][:10]}, {r.get('commit', r.get('git_commit'))[:7]}) | {name} | "
+            rows.append(f"| `{path_name}` ({r['date'][:10]}, {r.get('commit', r.get('git_commit'))[:7]}) | {name} | "
                         f"{len(s['kills'])} | "
                         f"{s['launches']} | {'pass' if s['pass'] else 'FAIL'} | {figures} |")
         machines.add(machine(r["cpu"]))
@@ -62,11 +60,10 @@ def encoder_split() -> str:
     """The encoder's separate layers against one multi-layer module."""
     rows = ["| record | device | batch × max length | stacked ms | multi-layer ms | ratio |",
             "| --- | --- | --- | ---: | ---: | ---: |"]
-    for path in sorted(RECORDS.glob("encoder_split*.json")):
-        r = json.loads(path.read_text())
+    for name, r in load("encoder_split*.json"):
         dev = r.get("gpu") or machine(r["cpu"]) if "cpu" in r else r["device"] if isinstance(r["device"], str) \
             else machine(r["device"])
-        rows.append(f"| `{path.name}` ({r['date'][:10]}, {r['commit'][:7]}) | {dev} | {r['batch']} × {r['max_len']} | "
+        rows.append(f"| {when(name, r)} | {dev} | {r['batch']} × {r['max_len']} | "
                     f"{r['stacked_ms']:.1f} | {r['multi_layer_ms']:.1f} | {r['stacked_over_multi_layer']:.3f} |")
     return "\n".join(rows) + "\n"
 
@@ -76,12 +73,11 @@ def bench() -> str:
     decoding: its outputs run longer than a trained one's)."""
     rows = ["| record | machine | precision | train tgt tok/s | peak RSS MB | % of fp32 matmul peak | decoding sent/s |",
             "| --- | --- | --- | ---: | ---: | ---: | --- |"]
-    for path in sorted(RECORDS.glob("bench_*.json")):
-        r = json.loads(path.read_text())
+    for name, r in load("bench_*.json"):
         t, precision = r["train"], next((o.split("=")[1] for o in r["overrides"] if o.startswith("trainer.precision=")),
                                         "auto")
         decode = ", ".join(f"{k} {v['sents_per_s']:,.0f}" for k, v in r.get("decode", {}).items())
-        rows.append(f"| `{path.name}` ({r['date'][:10]}, {r['commit'][:7]}, {r['config']}) | {machine(cpu_of(r))} | "
+        rows.append(f"| `{name}` ({r['date'][:10]}, {r['commit'][:7]}, {r['config']}) | {machine(cpu_of(r))} | "
                     f"{precision} | {t['tgt_tok_per_s']:,.0f} | {t['peak_rss_mb']:,.0f} | {t['matmul_peak_fraction']:.0%} | "
                     f"{decode or '–'} |")
     return "\n".join(rows) + "\n"
@@ -89,8 +85,7 @@ def bench() -> str:
 
 def house() -> str:
     """scripts/checks/house.py records: lines and the longest function per module, at each recorded commit side by side."""
-    records = [json.loads(p.read_text()) for p in sorted(RECORDS.glob("house_*.json"))]
-    records.sort(key=lambda r: r["date"])
+    records = sorted((r for _, r in load("house_*.json")), key=lambda r: r["date"])
     head = " | ".join(f"{r['commit'][:7]} lines | longest function" for r in records)
     rows = [f"| module | {head} |", "| --- |" + " ---: | --- |" * len(records)]
     for rel in sorted({m for r in records for m in r["modules"]}):
@@ -113,8 +108,7 @@ def unchanged() -> str:
     """scripts/checks/check_unchanged.py records: fixed-seed training and dev translations at a base commit and after."""
     rows = ["| record | base | after | weights, dev history, greedy and beam-5 md5 | speed, after / base |",
             "| --- | --- | --- | --- | --- |"]
-    for path in sorted(RECORDS.glob("unchanged_*.json"), key=lambda p: json.loads(p.read_text())["date"]):
-        r = json.loads(path.read_text())
+    for name, r in sorted(load("unchanged_*.json"), key=lambda x: x[1]["date"]):
         base = next(a for a in r["command"][1:] if not a.startswith("-"))
         speed = "not timed"
         if med := r.get("speed_medians"):
@@ -124,7 +118,7 @@ def unchanged() -> str:
             same = "differ: " + ", ".join(k for k in r["base"] if r["base"][k] != r["working_tree"].get(k))
         bleu = [f"{k[:5]} {r['base'][k]:.2f} → {r['working_tree'][k]:.2f}" for k in r["base"] if k.endswith("_bleu")]
         same += f" (dev BLEU {', '.join(bleu)})" if bleu else ""
-        rows.append(f"| `{path.name}` ({r['date'][:10]}) | {base} | {r['head'][:7]}{' + changes' if r['dirty'] else ''} | "
+        rows.append(f"| `{name}` ({r['date'][:10]}) | {base} | {r['head'][:7]}{' + changes' if r['dirty'] else ''} | "
                     f"{same} | {speed} |")
     return "\n".join(rows) + "\n"
 
@@ -189,11 +183,11 @@ def serve_load() -> str:
     """scripts/bench/load_serve.py --record records: the server under load, per decoding precision, runs in their order."""
     rows = ["| record | run | server precision | clients, beam | sentences/s | p50 / p95 ms | errors |",
             "| --- | --- | --- | --- | ---: | --- | ---: |"]
-    for path in sorted(RECORDS.glob("serve_load*.json")):
-        for i, run in enumerate(json.loads(path.read_text()), 1):
+    for name, runs in load("serve_load*.json"):
+        for i, run in enumerate(runs, 1):
             rep, models = run["report"], run["models"] or [{}]
-            when = f"{run['date'][:16].replace('T', ' ')}, {run['commit'][:7]}; {run['cpu']['model']}"
-            rows.append(f"| `{path.name}` ({when}) | {i} | "
+            at = f"{run['date'][:16].replace('T', ' ')}, {run['commit'][:7]}; {run['cpu']['model']}"
+            rows.append(f"| `{name}` ({at}) | {i} | "
                         f"{models[0].get('precision', '?')} | {rep['clients']}, {rep['beam']} | {rep['sentences_per_s']:,.1f} | "
                         f"{rep['p50_ms']:,.0f} / {rep['p95_ms']:,.0f} | {rep['errors']} |")
     return "\n".join(rows) + "\n"
@@ -204,8 +198,8 @@ def gpu_check() -> str:
     rows = ["| record | CUDA tests | compiled step | bench-small fp32 / bf16 tgt tok/s | auto chose | "
             "paper 4×1000 bf16 (fp32) tgt tok/s, peak MB, % of bf16 peak | bench-small fp32 step profiled | "
             "greedy / beam 5 sent/s |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for path in sorted(RECORDS.glob("gpu_check*.json")):
-        r = json.loads(path.read_text())
+    records = load("gpu_check*.json")
+    for name, r in records:
         fp32, bf16, paper = r["bench_small_fp32"], r["bench_small_bf16"], r["paper_bf16"]
         tests = (f"{r['tests']['passed']} passed, {r['tests']['skipped']} skipped" if r.get("tests") else "not run")
         auto = r["bench_small_auto"]["train"]["precision"] if "bench_small_auto" in r else "–"
@@ -215,12 +209,12 @@ def gpu_check() -> str:
                 f"{prof['kernel_launches_per_step']:,.0f} launches" if prof else "–")
         dec = bf16.get("decode", {})
         compiled = {True: "yes", False: "no"}.get(fp32["train"].get("compile"), "no (plain ops)")
-        rows.append(f"| `{path.name}` ({r['date'][:10]}, {r['commit'][:7]}) | {tests} | "
+        rows.append(f"| {when(name, r)} | {tests} | "
                     f"{compiled} | {fp32['train']['tgt_tok_per_s']:,.0f} / "
                     f"{bf16['train']['tgt_tok_per_s']:,.0f} | {auto} | {paper['tgt_tok_per_s']:,.0f}{paper_fp32}, "
                     f"{paper['peak_gpu_mb']:,.0f}, {paper['bf16_peak_fraction']:.1%} | {prof} | "
                     f"{dec['greedy']['sents_per_s']:,.0f} / {dec['beam5']['sents_per_s']:,.0f} |")
-    devices = sorted({json.loads(p.read_text())["gpu"] for p in RECORDS.glob("gpu_check*.json")})
+    devices = sorted({r["gpu"] for _, r in records})
     return "\n".join(rows) + "\n\nOn " + "; ".join(devices) + ".\n"
 
 
