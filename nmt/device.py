@@ -51,7 +51,7 @@ def setup_process() -> bool:
     """Set this process up as the commands do, ``set_threads(0)``, unless ``set_threads`` already ran in it: a
     command's own, the server's single thread or a script's ``--threads`` stay as chosen, so nothing is set twice
     two ways. ``Translator.load`` calls it, so that a Python caller decodes as fast as the commands, with as few page
-    faults (scripts/bench/benchmark_api.py measures both). True if it set the process up here."""
+    faults. True if it set the process up here."""
     if _SET_UP:
         return False
     set_threads(0)
