@@ -120,6 +120,8 @@ class TrainerConfig:
     plateau_patience: int = 2  # plateau: validations without a better dev BLEU before decaying
     clip_norm: float = 5.0  # gradient norm clipping; 0 = off
     label_smoothing: float = 0.0
+    src_word_dropout: float = 0.0  # training: this share of source pieces read as <unk> (word dropout, for small corpora)
+    tgt_word_dropout: float = 0.0  # training: the same for the decoder's inputs (teacher forcing), never for its targets
     early_stopping_patience: int = 0  # stop after this many validations without improvement; 0 = off
     early_stopping_metric: str = "bleu"  # bleu | loss
     max_nonfinite: int = 10  # consecutive non-finite updates (skipped) before the run stops

@@ -87,5 +87,6 @@ def _validate_trainer(tr: TrainerConfig) -> None:
     if not (tr.max_steps or tr.max_epochs or tr.max_minutes):  # a run must be able to stop
         raise ConfigError("set at least one of trainer.max_steps, trainer.max_epochs, trainer.max_minutes (all are 0), "
                           "or train a recipe: +experiment=zh_en_local_p")
-    if not 0 <= tr.label_smoothing < 1:
-        raise ConfigError(f"trainer.label_smoothing={tr.label_smoothing} must be in [0, 1)")
+    for key in ("label_smoothing", "src_word_dropout", "tgt_word_dropout"):
+        if not 0 <= tr[key] < 1:
+            raise ConfigError(f"trainer.{key}={tr[key]} must be in [0, 1)")

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import math
 import time
+from dataclasses import replace
 from typing import Any, Optional
 
 import torch
@@ -22,7 +23,7 @@ from nmt.model import Seq2Seq
 from nmt.optim import Schedule
 from nmt.train_state import TrainingState
 from nmt.version import __version__
-from nmt.vocab import PAD
+from nmt.vocab import EOS, PAD, UNK
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,19 @@ log = logging.getLogger(__name__)
 def rng_states(device: torch.device) -> dict[str, Optional[torch.Tensor]]:
     """This process's torch RNG states: dropout masks (CPU, and the device's on CUDA)."""
     return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
+
+
+def word_dropout(batch: Batch, src_p: float, tgt_p: float) -> Batch:
+    """``batch`` with each source piece, and each decoder input piece, read as <unk> with probability ``src_p`` and
+    ``tgt_p`` (word dropout: a small corpus's model learns not to lean on any one word). Special ids (PAD, BOS, EOS)
+    and the targets the loss scores stay; masks drawn on the batch's device, no host sync."""
+    if src_p > 0:
+        src = batch.src
+        batch = replace(batch, src=src.masked_fill((src > EOS) & (torch.rand(src.shape, device=src.device) < src_p), UNK))
+    if tgt_p > 0 and batch.tgt_in is not None:
+        tgt = batch.tgt_in
+        batch = replace(batch, tgt_in=tgt.masked_fill((tgt > EOS) & (torch.rand(tgt.shape, device=tgt.device) < tgt_p), UNK))
+    return batch
 
 
 class TrainingError(RuntimeError):
@@ -107,8 +121,9 @@ class Updater:
         self.total_tgt_tokens += n_tgt
         sync = self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext()
         with sync:  # one context: DDP's no_sync() cannot be entered twice
+            batch = word_dropout(batch.to(self.device), self.tr.src_word_dropout, self.tr.tgt_word_dropout)
             with autocast(self.device, self.tr.precision):
-                loss = batch_loss(self.ddp or self.model, batch.to(self.device), self.tr.label_smoothing, self.tr.precision)
+                loss = batch_loss(self.ddp or self.model, batch, self.tr.label_smoothing, self.tr.precision)
             self.scaler.scale(loss / self.tr.accum_steps).backward()
         self.loss_sum += loss.detach()
 

@@ -3,7 +3,8 @@
     python scripts/quality/quality_levers.py --minutes 7 --seeds 42 --json docs/results/quality_levers_7min.json
 
 Each variant trains the recipe (``+experiment=zh_en_local_p``, packaged Tatoeba) for ``--minutes`` per seed, one
-after another (nothing else may run: the budget is wall time), and scores its best checkpoint on the test split at
+after another (nothing else may run: the budget is wall time), or for ``--steps`` updates (a slow machine's budget,
+which the machine's load does not change), and scores its best checkpoint on the test split at
 beam 5, as every run does. The baseline (and any variant ``+keep5``) also keeps its last five validations
 (``trainer.keep_last=5``), averaged by ``nmt.average`` into one more row. The record (date, commit, command,
 CPU) is rewritten after every run.
@@ -36,7 +37,13 @@ VARIANTS = {"baseline": ["trainer.keep_last=5"], "keep5": ["trainer.keep_last=5"
             "hid384": ["model.hidden_size=384"], "emb512": ["model.emb_size=512"], "emb384": ["model.emb_size=384"],
             "dropout04": ["model.dropout=0.4"],
             # fewer layers: more updates in a short budget
-            "enc1": ["model.encoder_layers=1"], "dec1": ["model.decoder_layers=1"]}
+            "enc1": ["model.encoder_layers=1"], "dec1": ["model.decoder_layers=1"],
+            # issue 60: regularization for a small corpus, more data, the schedule
+            "wdrop": ["trainer.src_word_dropout=0.1", "trainer.tgt_word_dropout=0.1"],
+            "swdrop": ["trainer.src_word_dropout=0.1"],
+            "wdrop02": ["trainer.src_word_dropout=0.2", "trainer.tgt_word_dropout=0.2"],
+            "hsk": ["data.mix=[{source: hsk, weight: 0.5}]"], "warm400": ["trainer.warmup_steps=400"],
+            "adamw": ["trainer.optimizer=adamw", "trainer.weight_decay=0.01"], "lr003": ["trainer.lr=0.003"]}
 
 
 def run(cmd: list[str], log: Path) -> bool:
@@ -57,10 +64,10 @@ def overrides_of(name: str) -> list[str]:
     return [o for part in name.split("+") for o in VARIANTS[part]]
 
 
-def run_dir(out: Path, recipe: str, name: str, seed: str, minutes: float) -> Path:
+def run_dir(out: Path, recipe: str, name: str, seed: str, minutes: float, steps: int = 0) -> Path:
     """A run's folder under ``--out``, named by everything that tells runs apart: sittings of other recipes and
-    minutes may share ``--out`` (an earlier name without the recipe made two recipes' runs collide)."""
-    return out / f"{recipe}-{name}_s{seed}_{minutes:g}min"
+    budgets may share ``--out`` (an earlier name without the recipe made two recipes' runs collide)."""
+    return out / f"{recipe}-{name}_s{seed}_{f'{steps}steps' if steps else f'{minutes:g}min'}"
 
 
 def averaged(folder: Path) -> dict:
@@ -82,19 +89,22 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--recipe", default="zh_en_local_p")
     p.add_argument("--minutes", type=float, default=7.0)
+    p.add_argument("--steps", type=int, default=0, help="a budget of updates instead of minutes (max_minutes=0)")
     p.add_argument("--seeds", default="42")
     p.add_argument("--variants", default="baseline,tied,sampling")
     p.add_argument("--out", type=Path, default=Path("/tmp/quality_levers"))
     p.add_argument("--json", type=Path)
     args = p.parse_args()
-    rec = record({"recipe": args.recipe, "minutes": args.minutes, "rows": []})
+    rec = record({"recipe": args.recipe, "minutes": 0 if args.steps else args.minutes, "steps": args.steps, "rows": []})
+    budget = ([f"trainer.max_steps={args.steps}", "trainer.max_minutes=0"] if args.steps
+              else [f"trainer.max_minutes={args.minutes}"])
     for name in args.variants.split(","):
         overrides_of(name)  # a misspelt variant stops the sitting before its first run
     for seed in args.seeds.split(","):
         for name in args.variants.split(","):
-            out = run_dir(args.out, args.recipe, name, seed, args.minutes)
+            out = run_dir(args.out, args.recipe, name, seed, args.minutes, args.steps)
             out.parent.mkdir(parents=True, exist_ok=True)
-            overrides = [f"+experiment={args.recipe}", f"trainer.max_minutes={args.minutes}", f"trainer.seed={seed}",
+            overrides = [f"+experiment={args.recipe}", *budget, f"trainer.seed={seed}",
                          *overrides_of(name), f"hydra.run.dir={out}"]
             if not run([sys.executable, "-m", "nmt.train", *overrides], out.parent / f"{out.name}.log"):
                 rec["rows"].append({"variant": name, "seed": int(seed), "overrides": overrides,
