@@ -5,15 +5,18 @@
     python scripts/bench/ab_training.py --variant fp32:trainer.precision=fp32 --variant bf16:trainer.precision=bf16
 
 A variant is ``NAME:override,override,...`` (config overrides of ``--config``; none after the colon: the config as
-it is). Each pass is ``scripts/bench/benchmark.py --no-decode`` in a process of its own (the same batches, warm-up
-and timed steps for every variant), every round measures every variant, in reverse order every other round
-(timing.py): the ratios to the first variant are taken round by round, and the record keeps every pass.
+it is); an item ``env.KEY=VALUE`` sets an environment variable of its passes instead (e.g.
+``env.ONEDNN_PRIMITIVE_CACHE_CAPACITY=0``). Each pass is ``scripts/bench/benchmark.py --no-decode`` in a process
+of its own (the same batches, warm-up and timed steps for every variant), every round measures every variant, in
+reverse order every other round (timing.py): the ratios to the first variant are taken round by round, and the
+record keeps every pass.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -51,10 +54,12 @@ def main() -> int:
     def measure(name: str) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "bench.json"
+            items = variants[name]
+            env = dict(os.environ, **dict(o[4:].split("=", 1) for o in items if o.startswith("env.")))
             cmd = [sys.executable, str(ROOT / "scripts/bench/benchmark.py"), "--config", args.config, "--no-decode",
                    "--steps", str(args.steps), "--warmup", str(args.warmup), "--json", str(out),
-                   *(["--data", args.data] if args.data else []), *variants[name]]
-            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+                   *(["--data", args.data] if args.data else []), *(o for o in items if not o.startswith("env."))]
+            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
             if proc.returncode:
                 raise SystemExit(f"variant {name!r} failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
             t = json.loads(out.read_text())["train"]
