@@ -65,3 +65,38 @@ def test_freed_memory_is_reused_without_page_faults(cli_env):
         pytest.skip("not glibc: mallopt is not there")
     _, without = faults("default")
     assert with_it * 3 < without, (with_it, without)
+
+
+ONEDNN = """
+import os, resource, sys, torch
+import nmt.device
+nmt.device.set_threads(2)
+w = torch.randn(1024, 512, dtype=torch.bfloat16)
+for m in range(1, 300):  # a matmul shape per batch, as training's changing batch sizes make
+    torch.randn(m, 512, dtype=torch.bfloat16) @ w.t()
+print(os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+
+
+def test_onednn_cache_is_bounded_unless_the_environment_says(cli_env):
+    """set_threads bounds oneDNN's primitive cache (a user's ONEDNN_PRIMITIVE_CACHE_CAPACITY stays): bf16 matmuls of
+    many shapes hold less memory than at oneDNN's own 1,024 (fresh processes)."""
+    import subprocess
+    import sys
+
+    from nmt.device import ONEDNN_CACHE
+
+    def run(capacity: str = "") -> tuple[str, int]:
+        env = {k: v for k, v in cli_env.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
+        if capacity:
+            env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = capacity
+        out = subprocess.run([sys.executable, "-c", ONEDNN], capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        cap, mb = out.stdout.split()
+        return cap, int(mb)
+
+    (cap, bounded), (theirs, unbounded) = run(), run("1024")
+    assert (cap, theirs) == (str(ONEDNN_CACHE), "1024")
+    if unbounded - run("0")[1] < 20:
+        pytest.skip("this CPU's bf16 matmuls keep no oneDNN primitives")
+    assert bounded + 20 < unbounded, (bounded, unbounded)
