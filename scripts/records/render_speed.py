@@ -37,6 +37,19 @@ def profiles() -> str:
     return "\n".join(rows) + "\n"
 
 
+def ab_training() -> str:
+    """scripts/bench/ab_training.py records: training variants in alternating rounds, a row per variant."""
+    rows = ["| record | machine | config, timed steps × rounds | variant | overrides | tgt tok/s (median) | ratio to the "
+            "first, by round | peak MB |", "| --- | --- | --- | --- | --- | ---: | --- | ---: |"]
+    for name, r in load("ab_train_*.json"):
+        for v, x in r["variants"].items():
+            ratios = ", ".join(f"{q:.2f}" for q in x["ratios_to_first"])
+            rows.append(f"| {when(name, r)} | {short(r['cpu'])} | {r['config']}, {r['steps']} × {r['rounds']} | {v} | "
+                        f"{' '.join(f'`{o}`' for o in x['overrides']) or '–'} | {x['median_tgt_tok_per_s']:,.0f} | "
+                        f"{x['median_ratio']:.2f}× ({ratios}) | {x['max_peak_rss_mb']:,.0f} |")
+    return "\n".join(rows) + "\n"
+
+
 def soak() -> str:
     """The soak checks: kills survived per scenario and what was compared."""
     rows = ["| record | scenario | kills | launches | result | figures |", "| --- | --- | ---: | ---: | --- | --- |"]
@@ -236,4 +249,5 @@ def output_chunks() -> str:
 SPEED_RENDERERS: dict[str, Callable[[], str]] = {
     "soak": soak, "encoder_split": encoder_split, "bench": bench, "house": house, "unchanged": unchanged,
     "decode_precision": decode_precision, "evaluate_precision": evaluate_precision, "int8_matmul": int8_matmul,
-    "serve_load": serve_load, "gpu_check": gpu_check, "output_chunks": output_chunks, "profiles": profiles}
+    "serve_load": serve_load, "gpu_check": gpu_check, "output_chunks": output_chunks, "profiles": profiles,
+    "ab_training": ab_training}
