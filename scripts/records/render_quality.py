@@ -77,18 +77,31 @@ def _minus(value: float, base: Optional[float]) -> str:
 
 
 def quality_levers() -> str:
-    """scripts/quality/quality_levers.py records: a recipe with one lever pulled at a time, per seed."""
+    """scripts/quality/quality_levers.py records: a recipe with one lever pulled at a time, per seed; each row against
+    its seed's baseline in the same sitting, or for a budget of updates in another sitting of that recipe and budget."""
+    records = [(path, json.loads(path.read_text())) for path in sorted(RECORDS.glob("quality_levers*.json"))]
+
+    def budget(r: dict) -> str:
+        return f"{r['steps']:,} updates a run" if r.get("steps") else f"{r['minutes']:g} minutes a run"
+
+    def baselines(r: dict) -> dict:
+        return {x["seed"]: x["test_bleu"] for x in r["rows"] if x["variant"] == "baseline" and "failed" not in x}
+
+    # a budget of updates is the same on any machine: its baselines serve every sitting of that recipe and budget
+    by_steps = {(r["recipe"], r["steps"], seed): bleu for _, r in records if r.get("steps")
+                for seed, bleu in baselines(r).items()}
     out = []
-    for path in sorted(RECORDS.glob("quality_levers*.json")):
-        r = json.loads(path.read_text())
-        base = {x["seed"]: x["test_bleu"] for x in r["rows"] if x["variant"] == "baseline"}
+    for path, r in records:
+        base = baselines(r) or {seed: bleu for (recipe, steps, seed), bleu in by_steps.items()
+                                if (recipe, steps) == (r["recipe"], r.get("steps"))}
         out += [f"`{path.name}` ({r['date'][:10]}, {r['commit'][:7]}; {machine(r['cpu'])}; {r['recipe']}, "
-                f"{r['minutes']:g} minutes a run):", "",
+                f"{budget(r)}):", "",
                 "| variant | seed | updates | best dev BLEU | test BLEU (beam 5) | chrF | test − baseline |",
                 "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         out += [f"| {x['variant']} | {x['seed']} | failed: see its log | | | | |" if "failed" in x else
                 f"| {x['variant']} | {x['seed']} | {x['steps']:,} | {x['best_valid_bleu']:.2f} | {x['test_bleu']:.2f} | "
-                f"{x['test_chrf']:.2f} | {_minus(x['test_bleu'], base.get(x['seed']))} |" for x in r["rows"]]
+                f"{x['test_chrf']:.2f} | {_minus(x['test_bleu'], base.get(x['seed']))} |"
+                for x in r["rows"]]
         out.append("")
     return "\n".join(out)
 
