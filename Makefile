@@ -1,12 +1,12 @@
 # Two commands do all set-up on a fresh machine (see README.md):
-#   make demo   create .venv, install, train +experiment=zh_en_local_p on the packaged Tatoeba corpus,
+#   make demo   create .venv, install, train +experiment=zh_en_local_p_10min on the packaged Tatoeba corpus,
 #               evaluate it on the held-out test split, translate five everyday sentences, write the record
 #   make test   create .venv if needed, install, run the test suite
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 RUN ?= outputs/demo
-EXPERIMENT ?= zh_en_local_p
+EXPERIMENT ?= zh_en_local_p_10min
 SENTENCES ?= 我爱你。 今天天气很好。 你叫什么名字？ 我想喝一杯咖啡。 他明天要去北京。
 
 .PHONY: demo test venv lint clean browser
