@@ -25,3 +25,19 @@ def test_run_folders_of_other_recipes_minutes_seeds_and_variants_differ(tmp_path
             for m in (7.0, 15.0)]
     assert len({run_dir(tmp_path, *k) for k in keys}) == len(keys)
     assert run_dir(tmp_path, "zh_en_local_m", "enc1", "42", 7.0).name == "zh_en_local_m-enc1_s42_7min"
+
+
+def test_an_ensemble_of_a_run_with_itself_scores_as_the_run(trained_run):
+    """``--ensemble``'s row: the members' best checkpoints decode as one model on dev and test at beam 5; a run
+    ensembled with itself averages equal log-probabilities, so it scores exactly what the run alone scores."""
+    from quality_levers import ensembled
+
+    from nmt.data.corpus import load_corpus
+    from nmt.translator import Translator
+
+    alone = Translator.load(trained_run, "cpu")
+    test = load_corpus(alone.config.data, need=("test",), splits=("test",))["test"]
+    expected = alone.evaluate(list(test["src"]), [list(test["tgt"])], beam=5)
+    row = ensembled([trained_run, trained_run])
+    assert (row["test_bleu"], row["test_chrf"]) == (expected.bleu, expected.chrf)
+    assert 0 <= row["best_valid_bleu"] <= 100

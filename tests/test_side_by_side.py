@@ -57,3 +57,21 @@ def test_decode_sitting_refuses_a_missing_model_before_decoding(tmp_path):
                            "--eole", str(tmp_path), "--bench", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert f"{tmp_path / 'bench_util.py'}: not found" in proc.stderr
+
+
+def test_the_peer_trains_for_the_budget_ours_had(tmp_path):
+    """--budget-minutes reaches the peer's harness (BENCH_BUDGET_S), not only our run: a 5-minute sitting once
+    trained Eole for the harness's default 15."""
+    import argparse
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    from side_by_side import peer_bench
+
+    harness = tmp_path / "peers"
+    harness.mkdir()
+    (harness / "run.sh").write_text('mkdir -p "$BENCH_OUT/results"\n'  # the driver's results, as the harness writes them
+                                    'echo "{\\"budget_s\\": $BENCH_BUDGET_S, \\"driver\\": \\"$1\\"}" '
+                                    '> "$BENCH_OUT/results/eole.json"\n')
+    args = argparse.Namespace(peer_out=str(tmp_path / "bench"), data=str(tmp_path / "data" / "tatoeba"),
+                              peers_dir=str(harness), budget_minutes=5.0, smoke=False)
+    assert peer_bench(args, tmp_path, "eole", "tokens:8000") == {"budget_s": 300, "driver": "run_eole.sh"}

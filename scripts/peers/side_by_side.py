@@ -75,7 +75,7 @@ def ours_bench(args, folder: Path, checkpoint: str, peer: str, batch: str) -> di
 def peer_bench(args, folder: Path, peer: str, batch: str) -> dict:
     bench_out = Path(args.peer_out).expanduser()
     env = {"BENCH_OUT": str(bench_out), "BENCH_SHARED_DATA": str(Path(args.data).resolve().parent),
-           "BENCH_DECODE_BATCH": batch}
+           "BENCH_DECODE_BATCH": batch, "BENCH_BUDGET_S": str(round(args.budget_minutes * 60))}  # the budget ours had
     if args.smoke:
         env.update(SMOKE_ENV)
     run(["bash", str(Path(args.peers_dir) / "run.sh"), f"run_{peer}.sh"], env=env, log=folder / f"{tag(peer, batch)}.log")

@@ -4,10 +4,10 @@
 
 Each variant trains the recipe (``+experiment=zh_en_local_p``, packaged Tatoeba) for ``--minutes`` per seed, one
 after another (nothing else may run: the budget is wall time), or for ``--steps`` updates (a slow machine's budget,
-which the machine's load does not change), and scores its best checkpoint on the test split at
-beam 5, as every run does. The baseline (and any variant ``+keep5``) also keeps its last five validations
-(``trainer.keep_last=5``), averaged by ``nmt.average`` into one more row. The record (date, commit, command,
-CPU) is rewritten after every run.
+which the machine's load does not change), and scores its best checkpoint on the test split at beam 5, as every run
+does. The baseline (and any variant ``+keep5``) also keeps its last five validations (``trainer.keep_last=5``),
+averaged by ``nmt.average`` into one more row. ``--ensemble N``: each variant's seeds, in groups of N, then decode as
+one ensemble (a budget spent on N smaller runs). The record (date, commit, command, CPU) is rewritten after every run.
 """
 
 from __future__ import annotations
@@ -85,6 +85,18 @@ def averaged(folder: Path) -> dict:
     return {"test_bleu": s.bleu, "test_chrf": s.chrf}
 
 
+def ensembled(folders: list[Path]) -> dict:
+    """The runs' best checkpoints decoding as one ensemble (``Translator.load`` of several: their log-probabilities
+    averaged), scored on the dev and test splits at beam 5: what training the budget as n smaller runs buys."""
+    from nmt.data.corpus import load_corpus
+    from nmt.translator import Translator
+
+    t = Translator.load([f / "checkpoints" / "best.pt" for f in folders], "cpu")
+    splits = load_corpus(t.config.data, need=("dev", "test"), splits=("dev", "test"))
+    dev, test = (t.evaluate(list(splits[k]["src"]), [list(splits[k]["tgt"])], beam=5) for k in ("dev", "test"))
+    return {"best_valid_bleu": dev.bleu, "test_bleu": test.bleu, "test_chrf": test.chrf}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--recipe", default="zh_en_local_p")
@@ -94,13 +106,19 @@ def main() -> int:
     p.add_argument("--variants", default="baseline,tied,sampling")
     p.add_argument("--out", type=Path, default=Path("/tmp/quality_levers"))
     p.add_argument("--json", type=Path)
+    p.add_argument("--ensemble", type=int, default=0, metavar="N",
+                   help="after the runs, each variant's seeds in groups of N (in --seeds order) decode as one ensemble: "
+                        "a row with the group's updates summed (dev BLEU there is the ensemble's, at beam 5)")
     args = p.parse_args()
+    seeds = args.seeds.split(",")
+    if args.ensemble and (args.ensemble < 2 or len(seeds) % args.ensemble):
+        raise SystemExit(f"--ensemble {args.ensemble}: needs groups of 2 or more that divide the {len(seeds)} seeds")
     rec = record({"recipe": args.recipe, "minutes": 0 if args.steps else args.minutes, "steps": args.steps, "rows": []})
     budget = ([f"trainer.max_steps={args.steps}", "trainer.max_minutes=0"] if args.steps
               else [f"trainer.max_minutes={args.minutes}"])
     for name in args.variants.split(","):
         overrides_of(name)  # a misspelt variant stops the sitting before its first run
-    for seed in args.seeds.split(","):
+    for seed in seeds:
         for name in args.variants.split(","):
             out = run_dir(args.out, args.recipe, name, seed, args.minutes, args.steps)
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -118,6 +136,18 @@ def main() -> int:
             if VARIANTS["keep5"][0] in overrides:  # the baseline, or any variant + keep5
                 rec["rows"].append({**row, "variant": f"{name}+average5", **averaged(out)})
             print({k: v for k, v in row.items() if k != "overrides"}, flush=True)
+            save(args.json, rec)
+    for name in args.variants.split(",") if args.ensemble else []:
+        for g in range(0, len(seeds), args.ensemble):
+            group = seeds[g : g + args.ensemble]
+            rows = [x for x in rec["rows"] if x["variant"] == name and str(x["seed"]) in group and "failed" not in x]
+            if len(rows) < len(group):
+                continue  # a member failed: its log is in the sitting's rows
+            folders = [run_dir(args.out, args.recipe, name, seed, args.minutes, args.steps) for seed in group]
+            row = {"variant": f"{name} ×{len(group)} ensembled", "seed": "+".join(group),
+                   "steps": sum(x["steps"] for x in rows), **ensembled(folders)}
+            rec["rows"].append(row)
+            print(row, flush=True)
             save(args.json, rec)
     return 0
 
