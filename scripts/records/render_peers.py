@@ -43,7 +43,7 @@ def pair(ours: float, theirs: float, fmt: str = "{:,.0f}") -> str:
 
 def side_by_side() -> str:
     """scripts/peers/side_by_side.py records: ours / the peer's (ratio), medians of the round, a row per batch setting."""
-    rows = ["| record | machine | against, decoding batches | training tgt tok/s | peak MB | updates in 15 min | "
+    rows = ["| record | machine | against, decoding batches | training tgt tok/s | peak MB | updates in the budget | "
             "BLEU beam 5 | greedy sent/s | beam 5 `first` sent/s | the same, ours in int8 |",
             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, r in load("side_by_side*.json"):
@@ -53,7 +53,8 @@ def side_by_side() -> str:
             rows.append(f"| {when(name, r)} | {short(r['cpu'])} | {PEERS[peer]}, {batch} | "
                         f"{pair(o['train_tgt_tok_per_s'], t['train_tgt_tok_per_s'])} | "
                         f"{pair(o['peak_rss_mb'], t['peak_rss_mb'])} | "
-                        f"{o['budget_steps']:,} / {t['budget_steps']:,} | {o['bleu_beam5']:.2f} / {t['bleu_beam5']:.2f} | "
+                        f"{o['budget_steps']:,} / {t['budget_steps']:,} ({r['budget_minutes']:g} min) | "
+                        f"{o['bleu_beam5']:.2f} / {t['bleu_beam5']:.2f} | "
                         f"{pair(o['decode_greedy_sents_per_s'], t['decode_greedy_sents_per_s'])} | "
                         f"{pair(o['decode_beam5_first_sents_per_s'], t['decode_beam5_first_sents_per_s'])} | "
                         f"{pair(o['decode_beam5_first_sents_per_s_int8'], t['decode_beam5_first_sents_per_s_int8'])} |")
@@ -107,7 +108,7 @@ def readme_peers() -> str:
     """README.md: every side-by-side round at matched decoding batches, ours over the peer's, BLEU at each side's own
     decoding batches where the round has them; the seed caveat."""
     rows = ["| date | machine | against | training tgt tok/s | peak memory | beam 5 sent/s | ours in int8 | "
-            "BLEU beam 5, ours / theirs, one 15-minute run each |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+            "BLEU beam 5, ours / theirs, one run each (its minutes) |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for _, r in sorted(load("side_by_side*.json"), key=lambda x: x[1]["date"]):
         for key in (k for k in r["keys"] if k.endswith(MATCHED)):
             o, t = r["median"][key]["ours"], r["median"][key]["theirs"]
@@ -117,7 +118,8 @@ def readme_peers() -> str:
                         f"{o['peak_rss_mb'] / t['peak_rss_mb']:.2f}× | "
                         f"{o['decode_beam5_first_sents_per_s'] / t['decode_beam5_first_sents_per_s']:.2f}× | "
                         f"{o['decode_beam5_first_sents_per_s_int8'] / t['decode_beam5_first_sents_per_s_int8']:.2f}× | "
-                        f"{o['bleu_beam5']:.2f} / {(own or t)['bleu_beam5']:.2f}{'' if own else ' †'} |")
+                        f"{o['bleu_beam5']:.2f} / {(own or t)['bleu_beam5']:.2f}{'' if own else ' †'} "
+                        f"({r['budget_minutes']:g} min) |")
     gap = json.loads((RECORDS / "gap_ablation.json").read_text())["rows"]
     seed = abs(gap["baseline"]["bleu_beam5"] - gap["seed43"]["bleu_beam5"])
     eole = {x["batch"]: x["peer_bleu"] for x in json.loads((RECORDS / "peer_decode.json").read_text())["rows"]
