@@ -41,3 +41,19 @@ def test_an_ensemble_of_a_run_with_itself_scores_as_the_run(trained_run):
     row = ensembled([trained_run, trained_run])
     assert (row["test_bleu"], row["test_chrf"]) == (expected.bleu, expected.chrf)
     assert 0 <= row["best_valid_bleu"] <= 100
+
+
+def test_reuse_reads_a_finished_run_of_the_same_overrides_and_refuses_another(tmp_path):
+    """--reuse: a folder with metrics.json and the same overrides is read, not retrained; other overrides stop the
+    sitting, naming the folder; an unfinished folder trains."""
+    from quality_levers import finished
+
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    ran = ["+experiment=zh_en_local_p", "trainer.seed=42", "model.hidden_size=512"]
+    (run / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in ran))
+    assert not finished(run, [*ran, f"hydra.run.dir={run}"])  # no metrics.json: it did not finish
+    (run / "metrics.json").write_text("{}")
+    assert finished(run, [*ran, f"hydra.run.dir={run}"])
+    with pytest.raises(SystemExit, match=str(run)):
+        finished(run, [*ran[:2], "model.hidden_size=256", f"hydra.run.dir={run}"])

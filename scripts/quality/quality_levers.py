@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repository root: scripts.*
 from scripts.records.record import record, save  # noqa: E402
@@ -85,6 +87,18 @@ def averaged(folder: Path) -> dict:
     return {"test_bleu": s.bleu, "test_chrf": s.chrf}
 
 
+def finished(out: Path, overrides: list[str]) -> bool:
+    """Whether ``out`` holds a finished run of exactly these overrides, for ``--reuse`` (a sitting cut short goes on
+    where it stopped); a finished run of other overrides is refused by name."""
+    if not (out / "metrics.json").is_file():
+        return False
+    ran = OmegaConf.to_container(OmegaConf.load(out / ".hydra" / "overrides.yaml"))
+    wanted = [o for o in overrides if not o.startswith("hydra.")]  # Hydra keeps its own overrides in hydra.yaml
+    if ran != wanted:
+        raise SystemExit(f"--reuse: {out} ran {ran}, not {wanted}")
+    return True
+
+
 def ensembled(folders: list[Path]) -> dict:
     """The runs' best checkpoints decoding as one ensemble (``Translator.load`` of several: their log-probabilities
     averaged), scored on the dev and test splits at beam 5: what training the budget as n smaller runs buys."""
@@ -94,7 +108,7 @@ def ensembled(folders: list[Path]) -> dict:
     t = Translator.load([f / "checkpoints" / "best.pt" for f in folders], "cpu")
     splits = load_corpus(t.config.data, need=("dev", "test"), splits=("dev", "test"))
     dev, test = (t.evaluate(list(splits[k]["src"]), [list(splits[k]["tgt"])], beam=5) for k in ("dev", "test"))
-    return {"best_valid_bleu": dev.bleu, "test_bleu": test.bleu, "test_chrf": test.chrf}
+    return {"best_valid_bleu": dev.bleu, "dev_beam": 5, "test_bleu": test.bleu, "test_chrf": test.chrf}
 
 
 def main() -> int:
@@ -109,6 +123,8 @@ def main() -> int:
     p.add_argument("--ensemble", type=int, default=0, metavar="N",
                    help="after the runs, each variant's seeds in groups of N (in --seeds order) decode as one ensemble: "
                         "a row with the group's updates summed (dev BLEU there is the ensemble's, at beam 5)")
+    p.add_argument("--reuse", action="store_true", help="a run whose folder under --out holds a finished run of the same "
+                                                         "overrides is read, not trained again")
     args = p.parse_args()
     seeds = args.seeds.split(",")
     if args.ensemble and (args.ensemble < 2 or len(seeds) % args.ensemble):
@@ -124,7 +140,8 @@ def main() -> int:
             out.parent.mkdir(parents=True, exist_ok=True)
             overrides = [f"+experiment={args.recipe}", *budget, f"trainer.seed={seed}",
                          *overrides_of(name), f"hydra.run.dir={out}"]
-            if not run([sys.executable, "-m", "nmt.train", *overrides], out.parent / f"{out.name}.log"):
+            reused = args.reuse and finished(out, overrides)
+            if not reused and not run([sys.executable, "-m", "nmt.train", *overrides], out.parent / f"{out.name}.log"):
                 rec["rows"].append({"variant": name, "seed": int(seed), "overrides": overrides,
                                     "failed": str(out.parent / f"{out.name}.log")})
                 save(args.json, rec)

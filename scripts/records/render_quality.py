@@ -76,6 +76,11 @@ def _minus(value: float, base: Optional[float]) -> str:
     return "" if base is None else f"{value - base:+.2f}"
 
 
+def _beam(row: dict) -> str:
+    """A dev BLEU's search where it is not validation's greedy one (an ensemble's row: beam 5)."""
+    return f" (beam {row['dev_beam']})" if row.get("dev_beam") else ""
+
+
 def quality_levers() -> str:
     """scripts/quality/quality_levers.py records: a recipe with one lever pulled at a time, per seed; each row against
     its seed's baseline in the same sitting, or for a budget of updates in another sitting of that recipe and budget."""
@@ -99,8 +104,8 @@ def quality_levers() -> str:
                 "| variant | seed | updates | best dev BLEU | test BLEU (beam 5) | chrF | test − baseline |",
                 "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         out += [f"| {x['variant']} | {x['seed']} | failed: see its log | | | | |" if "failed" in x else
-                f"| {x['variant']} | {x['seed']} | {x['steps']:,} | {x['best_valid_bleu']:.2f} | {x['test_bleu']:.2f} | "
-                f"{x['test_chrf']:.2f} | {_minus(x['test_bleu'], base.get(x['seed']))} |"
+                f"| {x['variant']} | {x['seed']} | {x['steps']:,} | {x['best_valid_bleu']:.2f}{_beam(x)} | "
+                f"{x['test_bleu']:.2f} | {x['test_chrf']:.2f} | {_minus(x['test_bleu'], base.get(x['seed']))} |"
                 for x in r["rows"]]
         out.append("")
     return "\n".join(out)
