@@ -72,19 +72,25 @@ def run_dir(out: Path, recipe: str, name: str, seed: str, minutes: float, steps:
     return out / f"{recipe}-{name}_s{seed}_{f'{steps}steps' if steps else f'{minutes:g}min'}"
 
 
-def averaged(folder: Path) -> dict:
-    """The last five validations' weights averaged, scored on the test split at beam 5."""
+def scored(checkpoints: list[Path], splits: tuple[str, ...]) -> dict:
+    """The checkpoints (several: one ensemble, their log-probabilities averaged) scored on ``splits`` of their
+    corpus at beam 5, as a run's own test evaluation: {split: nmt.translator.Scores}."""
     from nmt.data.corpus import load_corpus
     from nmt.translator import Translator
 
+    t = Translator.load(checkpoints, "cpu")
+    sets = load_corpus(t.config.data, need=splits, splits=splits)
+    return {k: t.evaluate(list(sets[k]["src"]), [list(sets[k]["tgt"])], beam=5) for k in splits}
+
+
+def averaged(folder: Path) -> dict:
+    """The last five validations' weights averaged, scored on the test split at beam 5."""
     avg = folder / "checkpoints" / "avg_last5.pt"
     if not run([sys.executable, "-m", "nmt.average", "--run", str(folder), "--last", "5", "--out", str(avg)],
                folder / "average.log"):
         return {"failed": str(folder / "average.log")}
-    t = Translator.load(avg, "cpu")
-    test = load_corpus(t.config.data, need=("test",), splits=("test",))["test"]
-    s = t.evaluate(list(test["src"]), [list(test["tgt"])], beam=5)
-    return {"test_bleu": s.bleu, "test_chrf": s.chrf}
+    test = scored([avg], ("test",))["test"]
+    return {"test_bleu": test.bleu, "test_chrf": test.chrf}
 
 
 def finished(out: Path, overrides: list[str]) -> bool:
@@ -102,13 +108,8 @@ def finished(out: Path, overrides: list[str]) -> bool:
 def ensembled(folders: list[Path]) -> dict:
     """The runs' best checkpoints decoding as one ensemble (``Translator.load`` of several: their log-probabilities
     averaged), scored on the dev and test splits at beam 5: what training the budget as n smaller runs buys."""
-    from nmt.data.corpus import load_corpus
-    from nmt.translator import Translator
-
-    t = Translator.load([f / "checkpoints" / "best.pt" for f in folders], "cpu")
-    splits = load_corpus(t.config.data, need=("dev", "test"), splits=("dev", "test"))
-    dev, test = (t.evaluate(list(splits[k]["src"]), [list(splits[k]["tgt"])], beam=5) for k in ("dev", "test"))
-    return {"best_valid_bleu": dev.bleu, "dev_beam": 5, "test_bleu": test.bleu, "test_chrf": test.chrf}
+    s = scored([f / "checkpoints" / "best.pt" for f in folders], ("dev", "test"))
+    return {"best_valid_bleu": s["dev"].bleu, "dev_beam": 5, "test_bleu": s["test"].bleu, "test_chrf": s["test"].chrf}
 
 
 def main() -> int:
