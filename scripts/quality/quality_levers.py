@@ -73,15 +73,15 @@ def run_dir(out: Path, recipe: str, name: str, seed: str, minutes: float, steps:
     return out / f"{recipe}-{name}_s{seed}_{f'{steps}steps' if steps else f'{minutes:g}min'}"
 
 
-def scored(checkpoints: list[Path], splits: tuple[str, ...], beam: int = 5) -> dict:
+def scored(checkpoints: list[Path], splits: tuple[str, ...]) -> dict:
     """The checkpoints (several: one ensemble, their log-probabilities averaged) scored on ``splits`` of their
-    corpus, at beam 5 as a run's own test evaluation unless told: {split: nmt.translator.Scores}."""
+    corpus at beam 5, as a run's own test evaluation: {split: nmt.translator.Scores}."""
     from nmt.data.corpus import load_corpus
     from nmt.translator import Translator
 
     t = Translator.load(checkpoints, "cpu")
     sets = load_corpus(t.config.data, need=splits, splits=splits)
-    return {k: t.evaluate(list(sets[k]["src"]), [list(sets[k]["tgt"])], beam=beam) for k in splits}
+    return {k: t.evaluate(list(sets[k]["src"]), [list(sets[k]["tgt"])], beam=5) for k in splits}
 
 
 def averaged(folder: Path) -> dict:
@@ -106,12 +106,11 @@ def finished(out: Path, overrides: list[str]) -> bool:
     return True
 
 
-def ensembled(folders: list[Path], beam: int = 5) -> dict:
+def ensembled(folders: list[Path]) -> dict:
     """The runs' best checkpoints decoding as one ensemble (``Translator.load`` of several: their log-probabilities
-    averaged; one run: its best checkpoint alone), scored on the dev and test splits at ``beam``: what training the
-    budget as n smaller runs, or a wider search, buys."""
-    s = scored([f / "checkpoints" / "best.pt" for f in folders], ("dev", "test"), beam)
-    return {"best_valid_bleu": s["dev"].bleu, "dev_beam": beam, "test_bleu": s["test"].bleu, "test_chrf": s["test"].chrf}
+    averaged), scored on the dev and test splits at beam 5: what training the budget as n smaller runs buys."""
+    s = scored([f / "checkpoints" / "best.pt" for f in folders], ("dev", "test"))
+    return {"best_valid_bleu": s["dev"].bleu, "dev_beam": 5, "test_bleu": s["test"].bleu, "test_chrf": s["test"].chrf}
 
 
 def main() -> int:
@@ -128,8 +127,6 @@ def main() -> int:
                         "a row with the group's updates summed (dev BLEU there is the ensemble's, at beam 5)")
     p.add_argument("--reuse", action="store_true", help="a run whose folder under --out holds a finished run of the same "
                                                          "overrides is read, not trained again")
-    p.add_argument("--beams", default="", metavar="N,N", help="each run's best checkpoint also scored on dev and test at "
-                                                              "these beam sizes: a row +beamN each (dev BLEU at that beam)")
     args = p.parse_args()
     seeds = args.seeds.split(",")
     if args.ensemble and (args.ensemble < 2 or len(seeds) % args.ensemble):
@@ -157,8 +154,6 @@ def main() -> int:
             rec["rows"].append(row)
             if VARIANTS["keep5"][0] in overrides:  # the baseline, or any variant + keep5
                 rec["rows"].append({**row, "variant": f"{name}+average5", **averaged(out)})
-            for beam in [int(b) for b in args.beams.split(",") if b]:
-                rec["rows"].append({**row, "variant": f"{name}+beam{beam}", **ensembled([out], beam)})
             print({k: v for k, v in row.items() if k != "overrides"}, flush=True)
             save(args.json, rec)
     for name in args.variants.split(",") if args.ensemble else []:
