@@ -66,6 +66,19 @@ def test_the_weights_are_part_of_the_prepared_corpus_and_each_entry_cleans_its_o
         mixed_targets(cfg_for(*corpora, max_chars=5))
 
 
+def test_a_mixed_corpus_does_not_carry_dev_sentences_into_training(tmp_path, corpora):
+    """An entry's pairs that share a source or a target sentence with this corpus's dev split are dropped, counted
+    in the report; the rest of the entry is drawn as before."""
+    b = corpus(tmp_path / "b", "乙", "bravo", 100, dev=False)
+    with open(b / "train.zh", "a", encoding="utf-8") as zh, open(b / "train.en", "a", encoding="utf-8") as en:
+        zh.write("甲 3 dev\n甲 5 dev\n乙 new\n")  # a dev source twice, under two other translations
+        en.write("some other words\nstill other words\nalpha 7 dev\n")  # and a dev target under a new source
+    tgt, out = mixed_targets(cfg_for(corpora[0], b))
+    assert out.report["mix0"]["held_out"] == 3 and out.report["mix0"]["kept"] == 100
+    assert not {"some other words", "still other words", "alpha 7 dev"} & set(tgt)
+    assert len({t for t in tgt if t.startswith("bravo")}) == 100
+
+
 @pytest.mark.parametrize("entry, message", [
     ({"source": "files", "weight": 1}, r"data.mix\[0\]: data.source=files needs data.dir"),
     ({"source": "hsk", "weight": 0}, r"data.mix\[0\].weight=0.0 must be > 0"),

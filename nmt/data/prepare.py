@@ -27,14 +27,15 @@ from nmt.config import DataConfig, TokenizerConfig
 from nmt.data.cache import fingerprint, map_cached, num_workers
 from nmt.data.clean import clean
 from nmt.data.corpus import clean_splits, load_raw
-from nmt.data.mix import entry_config, mix_train
+from nmt.data.mix import drop_held_out, entry_config, mix_train
 from nmt.data.text import DataError
 from nmt.tokenizer import Tokenizer, load_or_train
 from nmt.version import __version__
 
 log = logging.getLogger(__name__)
 
-PIPELINE = 3  # bump when the prepared output changes for the same settings (3: the train text kept beside its ids)
+PIPELINE = 4  # bump when the prepared output changes for the same settings (3: the train text kept beside its ids;
+#   4: a data.mix corpus's pairs that share a sentence with dev or test dropped)
 FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string"),
                               "src_ids": datasets.Sequence(datasets.Value("int32")),
                               "tgt_ids": datasets.Sequence(datasets.Value("int32")),
@@ -96,7 +97,9 @@ def prepare(data: DataConfig, tok_cfg: TokenizerConfig, seed: int = 0, tokenizer
     cleaned = clean_splits(raw, data, ("train", "dev"), report)
     train, dev, test = cleaned["train"], cleaned["dev"], cleaned.get("test")
     if mixed:
-        extra = [clean(d, entries[i][0], f"mix{i}", report) for i, d in enumerate(mixed)]
+        held = [d for d in (dev, test) if d is not None]
+        extra = [drop_held_out(clean(d, entries[i][0], f"mix{i}", report), held, f"mix{i}", report)
+                 for i, d in enumerate(mixed)]
         if empty := [i for i, d in enumerate(extra) if len(d) == 0]:
             c = entries[empty[0]][0]
             raise DataError(f"data.mix[{empty[0]}] ({c.source} {c.dir or c.name or ''}): no training pair is left after "
