@@ -1,5 +1,5 @@
 # Two commands do all set-up on a fresh machine (see README.md):
-#   make demo   create .venv, install, train +experiment=zh_en_local_p_10min on the packaged Tatoeba corpus,
+#   make demo   create .venv, install, train +experiment=zh_en_local_p_10min on the packaged Tatoeba corpus (HSK mixed in),
 #               evaluate it on the held-out test split, translate five everyday sentences, write the record
 #   make test   create .venv if needed, install, run the test suite
 PYTHON ?= python3

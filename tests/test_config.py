@@ -76,12 +76,14 @@ def test_experiments_select_their_attention(mode):
     assert cfg.trainer.max_minutes == 7
 
 
-def test_the_15_minute_recipe_is_the_recipe_with_a_wider_decoder():
-    """``zh_en_local_p_15min`` is ``zh_en_local_p`` with 512 units and 15 minutes, nothing else (one encoder layer
-    both): a change to the short recipe reaches it, and its measured difference stays the one its comment names."""
+def test_the_15_minute_recipe_is_the_recipe_with_a_wider_decoder_and_hsk_mixed_in():
+    """``zh_en_local_p_15min`` is ``zh_en_local_p`` with 512 units, HSK mixed in and 15 minutes, nothing else (one
+    encoder layer both): a change to the short recipe reaches it, and its measured differences stay the ones its
+    comments name."""
     short, long = (OmegaConf.to_container(composed(f"+experiment={n}")) for n in ("zh_en_local_p", "zh_en_local_p_15min"))
-    keys = (("model", "hidden_size"), ("trainer", "max_minutes"))
-    assert [long[a][b] for a, b in keys] == [512, 15] and [short[a][b] for a, b in keys] == [256, 7]
+    keys = (("model", "hidden_size"), ("trainer", "max_minutes"), ("data", "mix"))
+    assert [long[a][b] for a, b in keys] == [512, 15, [{"source": "hsk", "weight": 0.15}]]
+    assert [short[a][b] for a, b in keys] == [256, 7, []]
     assert long["model"]["encoder_layers"] == short["model"]["encoder_layers"] == 1
     for a, b in keys:
         long[a][b] = short[a][b]
